@@ -22,13 +22,15 @@ video='' video_mplane=''
 for node in /dev/video*; do
     [ -c "$node" ] || continue
     info=$(v4l2-ctl -d "$node" --info 2>&1) || { echo "guest-run: v4l2-ctl $node failed: $info"; continue; }
-    driver=$(sed -n 's/^[[:space:]]*Driver name[[:space:]]*: //p' <<< "$info")
+    # First "Driver name" (the V4L2 one; a media-controller section may repeat it).
+    driver=$(awk -F': ' '/^[[:space:]]*Driver name/ { print $2; exit }' <<< "$info")
     [ "$driver" = vivid ] || continue
-    # The "Device Caps" block lists what this node does.
-    caps=$(sed -n '/Device Caps/,$p' <<< "$info")
-    if grep -q 'Video Capture Multiplanar' <<< "$caps"; then
+    # The capability lines indented under "Device Caps": what this node does.
+    caps=$(awk '/^[[:space:]]*Device Caps/ { on = 1; next } on && /^\t\t/ { sub(/^[[:space:]]+/, ""); print; next } { on = 0 }' <<< "$info")
+    echo "guest-run: $node: vivid, device caps: $(tr '\n' ',' <<< "$caps")"
+    if grep -qx 'Video Capture Multiplanar' <<< "$caps"; then
         [ -n "$video_mplane" ] || video_mplane=$node
-    elif grep -q 'Video Capture$' <<< "$caps"; then
+    elif grep -qx 'Video Capture' <<< "$caps"; then
         [ -n "$video" ] || video=$node
     fi
 done
