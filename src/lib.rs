@@ -2,13 +2,14 @@
 #![warn(missing_docs)]
 
 pub mod convert;
+mod cpu;
 mod dtype;
 mod error;
 pub mod image;
 
 pub use convert::{
-    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Rotation,
+    Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
+    Interpolation, Normalize, ProcessorStats, Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
