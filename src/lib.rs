@@ -6,6 +6,7 @@ mod cpu;
 mod dtype;
 mod error;
 pub mod image;
+pub mod tensor;
 
 pub use convert::{
     Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
@@ -14,3 +15,7 @@ pub use convert::{
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
+pub use tensor::{
+    Access, HostPin, MapGuard, MapGuardMut, Memory, Tensor, cpu_mapping_shared,
+    with_cpu_mappings_excluded,
+};
