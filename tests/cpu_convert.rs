@@ -546,3 +546,45 @@ fn bad_requests_are_errors_that_say_what_to_change() {
     // GL asked for explicitly, where it does not exist, fails loudly.
     assert!(ImageProcessor::with_backend(Backend::Gl).is_err());
 }
+
+#[test]
+fn tensors_convert_like_buffers() {
+    use pinframe::{Memory, Tensor};
+    let mut rng = Rng::new(13);
+    // A two-buffer NV12 source (V4L2's NM12), with padded strides.
+    let src_layout = padded_layout(40, 30, PixelFormat::Nv12, true);
+    let bufs = random_buffers(&src_layout, &mut rng, 0);
+    let mut src = Tensor::<u8>::with_layout(src_layout.clone(), Some(Memory::Heap)).unwrap();
+    {
+        let mut m = src.map_mut().unwrap();
+        for (i, b) in bufs.iter().enumerate() {
+            m.buffer_bytes_mut(i)[..b.len()].copy_from_slice(b);
+        }
+    }
+    let mut dst =
+        Tensor::<half::f16>::image(33, 17, PixelFormat::PlanarBgr, Some(Memory::Heap)).unwrap();
+    let o = ConvertOptions {
+        fit: Fit::Letterbox { pad: [0, 128, 255] },
+        flip: Flip::Vertical,
+        ..Default::default()
+    };
+    let mut proc = processor();
+    let info = proc.convert_with(&src, &mut dst, &o).unwrap();
+    let dst_layout = dst.layout().unwrap().clone();
+    let mut expected = vec![half::f16::ZERO; dst_layout.required_len(0) / 2];
+    let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    let info2 = proc
+        .convert_buffers(&slices, &src_layout, &mut expected, &dst_layout, &o)
+        .unwrap();
+    assert_eq!(info, info2);
+    assert_eq!(&dst.map().unwrap()[..expected.len()], &expected[..]);
+    // And the reference agrees.
+    let got = read_back(&expected, &dst_layout, [0.0; 3], [1.0; 3]);
+    let want = reference(&bufs, &src_layout, 33, 17, PixelFormat::PlanarBgr, &o);
+    assert!(max_error(&got, &want, PixelFormat::PlanarBgr, DType::F16).0 <= 0.6);
+
+    // A tensor without an image layout is refused with a hint.
+    let mut shapeless = Tensor::<f32>::new(&[3, 17, 33], Some(Memory::Heap)).unwrap();
+    let e = proc.convert(&src, &mut shapeless).unwrap_err().to_string();
+    assert!(e.contains("set_layout"), "{e}");
+}

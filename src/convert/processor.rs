@@ -4,6 +4,7 @@ use super::options::{ConvertInfo, ConvertOptions};
 use super::plan::Plan;
 use crate::cpu::{CpuConverter, Threads};
 use crate::image::ImageLayout;
+use crate::tensor::Tensor;
 use crate::{Element, Error, Result};
 
 /// Which backend an [`ImageProcessor`] runs conversions on.
@@ -79,6 +80,8 @@ pub struct ImageProcessor {
     cpu: CpuConverter,
     threads: Threads,
     stats: ProcessorStats,
+    /// Recent destination layouts, kept to map destinations without cloning theirs.
+    dst_layouts: Vec<ImageLayout>,
 }
 
 impl ImageProcessor {
@@ -105,6 +108,7 @@ impl ImageProcessor {
             cpu: CpuConverter::new(),
             threads: Threads::Pool,
             stats: ProcessorStats::default(),
+            dst_layouts: Vec::with_capacity(KEPT_DST_LAYOUTS),
         })
     }
 
@@ -146,4 +150,84 @@ impl ImageProcessor {
         self.stats.frames += 1;
         Ok(plan.info())
     }
+
+    /// Converts `src` into `dst` with the default options: the whole source stretched to
+    /// the destination, bilinear, colorimetry from the frame (or by height), float
+    /// outputs scaled to 0..=1.
+    pub fn convert<T: Element>(
+        &mut self,
+        src: &Tensor<u8>,
+        dst: &mut Tensor<T>,
+    ) -> Result<ConvertInfo> {
+        self.convert_with(src, dst, &ConvertOptions::default())
+    }
+
+    /// Converts `src` into `dst` as `options` ask. Both tensors must be images (made by
+    /// [`Tensor::image`], [`Tensor::with_layout`], an import, or given a layout with
+    /// [`Tensor::set_layout`]; a destination layout may address one tile of a batch).
+    pub fn convert_with<T: Element>(
+        &mut self,
+        src: &Tensor<u8>,
+        dst: &mut Tensor<T>,
+        options: &ConvertOptions,
+    ) -> Result<ConvertInfo> {
+        let src_layout = src.layout().ok_or_else(|| {
+            Error::InvalidArgument(
+                "the source tensor has no image layout; make it with Tensor::image, \
+                 Tensor::with_layout or an import, or call set_layout"
+                    .into(),
+            )
+        })?;
+        let Some(layout) = dst.layout() else {
+            return Err(Error::InvalidArgument(
+                "the destination tensor has no image layout; make it with Tensor::image or \
+                 Tensor::with_layout, or call set_layout"
+                    .into(),
+            ));
+        };
+        // The layout must outlive the mutable mapping of `dst`: convert against a kept
+        // copy, cloned only for a destination layout not seen recently, so steady-state
+        // conversions (even alternating between a few destinations) do not allocate.
+        let kept = match self.dst_layouts.iter().position(|l| l == layout) {
+            Some(i) => i,
+            None => {
+                if self.dst_layouts.len() == KEPT_DST_LAYOUTS {
+                    self.dst_layouts.remove(0);
+                }
+                self.dst_layouts.push(layout.clone());
+                self.dst_layouts.len() - 1
+            }
+        };
+        let dst_layout = &self.dst_layouts[kept];
+        let plan = Plan::new(src_layout, dst_layout, options)?;
+        let count = src_layout.buffer_count();
+        if count > MAX_SOURCE_BUFFERS {
+            return Err(Error::InvalidLayout(format!(
+                "the source spans {count} buffers; at most {MAX_SOURCE_BUFFERS} are supported"
+            )));
+        }
+        let src_map = src.map()?;
+        let empty: &[u8] = &[];
+        let mut src_bufs = [empty; MAX_SOURCE_BUFFERS];
+        for (i, b) in src_bufs.iter_mut().enumerate().take(count) {
+            *b = src_map.buffer_bytes(i);
+        }
+        let mut dst_map = dst.map_mut()?;
+        self.cpu.convert(
+            &plan,
+            &src_bufs[..count],
+            src_layout,
+            &mut dst_map,
+            dst_layout,
+            self.threads,
+        )?;
+        self.stats.frames += 1;
+        Ok(plan.info())
+    }
 }
+
+/// Destination layouts an [`ImageProcessor`] keeps (see `convert_with`).
+const KEPT_DST_LAYOUTS: usize = 8;
+
+/// Planes of a source live in at most this many buffers (one per plane).
+const MAX_SOURCE_BUFFERS: usize = 3;
