@@ -183,9 +183,9 @@ fn bench(c: &mut Criterion) {
                 };
                 let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
                 let fused = |proc: &mut ImageProcessor,
-                                 dst_u8: &mut [u8],
-                                 dst_f32: &mut [f32],
-                                 dst_i8: &mut [i8]| {
+                             dst_u8: &mut [u8],
+                             dst_f32: &mut [f32],
+                             dst_i8: &mut [i8]| {
                     let bufs = [src.as_slice()];
                     match out {
                         Out::RgbU8 => {

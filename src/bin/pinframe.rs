@@ -14,7 +14,11 @@ use pinframe::{
 };
 
 #[derive(Parser)]
-#[command(name = "pinframe", version, about = "Camera frames to inference-ready tensors")]
+#[command(
+    name = "pinframe",
+    version,
+    about = "Camera frames to inference-ready tensors"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,16 +49,23 @@ fn parse_size(s: &str) -> std::result::Result<Size, String> {
     Ok(Size(num(w)?, num(h)?))
 }
 
-fn parse_list<const N: usize, T: std::str::FromStr>(s: &str, what: &str) -> std::result::Result<[T; N], String> {
+fn parse_list<const N: usize, T: std::str::FromStr>(
+    s: &str,
+    what: &str,
+) -> std::result::Result<[T; N], String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() != N {
         return Err(format!("{what} {s:?} needs {N} comma-separated values"));
     }
     let mut out = Vec::with_capacity(N);
     for p in parts {
-        out.push(p.parse::<T>().map_err(|_| format!("{what} {s:?}: {p:?} is not a valid number"))?);
+        out.push(
+            p.parse::<T>()
+                .map_err(|_| format!("{what} {s:?}: {p:?} is not a valid number"))?,
+        );
     }
-    out.try_into().map_err(|_| format!("{what} {s:?} needs {N} values"))
+    out.try_into()
+        .map_err(|_| format!("{what} {s:?} needs {N} values"))
 }
 
 fn parse_pad(s: &str) -> std::result::Result<[u8; 3], String> {
@@ -206,7 +217,10 @@ struct BenchArgs {
 
 fn is_image_file(path: &Path) -> bool {
     matches!(
-        path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref(),
+        path.extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
         Some("png" | "jpg" | "jpeg")
     )
 }
@@ -219,7 +233,9 @@ fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
 fn read_input(args: &ConvertArgs) -> Result<(ImageLayout, Vec<u8>)> {
     if is_image_file(&args.input) {
         let img = image::open(&args.input)
-            .map_err(|e| Error::InvalidArgument(format!("cannot decode {}: {e}", args.input.display())))?
+            .map_err(|e| {
+                Error::InvalidArgument(format!("cannot decode {}: {e}", args.input.display()))
+            })?
             .to_rgb8();
         let (w, h) = img.dimensions();
         if let Some(f) = args.input_format
@@ -282,7 +298,10 @@ fn convert(args: &ConvertArgs) -> Result<()> {
     let Size(w, h) = match args.output_size {
         Some(s) => s,
         None => {
-            let c = options.crop.unwrap_or(Crop::new(0, 0, src_layout.width(), src_layout.height()));
+            let c =
+                options
+                    .crop
+                    .unwrap_or(Crop::new(0, 0, src_layout.width(), src_layout.height()));
             if options.rotation.swaps_axes() {
                 Size(c.height, c.width)
             } else {
@@ -305,13 +324,17 @@ fn convert(args: &ConvertArgs) -> Result<()> {
     let mut proc = ImageProcessor::with_backend(args.process.backend)?;
     let bytes: Vec<u8> = match dtype {
         DType::U8 => convert_into::<u8>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
-        DType::I8 => bytemuck::cast_vec(convert_into::<i8>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0),
-        DType::F16 => {
-            bytemuck::cast_slice(&convert_into::<f16>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0).to_vec()
-        }
-        DType::F32 => {
-            bytemuck::cast_slice(&convert_into::<f32>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0).to_vec()
-        }
+        DType::I8 => bytemuck::cast_vec(
+            convert_into::<i8>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
+        ),
+        DType::F16 => bytemuck::cast_slice(
+            &convert_into::<f16>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
+        )
+        .to_vec(),
+        DType::F32 => bytemuck::cast_slice(
+            &convert_into::<f32>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
+        )
+        .to_vec(),
         other => {
             return Err(Error::Unsupported(format!(
                 "output dtype {other} is not supported; use u8, i8, f16 or f32"
@@ -333,15 +356,25 @@ fn write_png(path: &Path, bytes: &[u8], layout: &ImageLayout) -> Result<()> {
         PixelFormat::Rgba => (bytes.to_vec(), image::ExtendedColorType::Rgba8),
         PixelFormat::Grey => (bytes.to_vec(), image::ExtendedColorType::L8),
         PixelFormat::Bgr => (
-            bytes.chunks_exact(3).flat_map(|p| [p[2], p[1], p[0]]).collect(),
+            bytes
+                .chunks_exact(3)
+                .flat_map(|p| [p[2], p[1], p[0]])
+                .collect(),
             image::ExtendedColorType::Rgb8,
         ),
         PixelFormat::Bgra => (
-            bytes.chunks_exact(4).flat_map(|p| [p[2], p[1], p[0], p[3]]).collect(),
+            bytes
+                .chunks_exact(4)
+                .flat_map(|p| [p[2], p[1], p[0], p[3]])
+                .collect(),
             image::ExtendedColorType::Rgba8,
         ),
         PixelFormat::PlanarRgb | PixelFormat::PlanarBgr => {
-            let order = if layout.format() == PixelFormat::PlanarRgb { [0, 1, 2] } else { [2, 1, 0] };
+            let order = if layout.format() == PixelFormat::PlanarRgb {
+                [0, 1, 2]
+            } else {
+                [2, 1, 0]
+            };
             let data = (0..n)
                 .flat_map(|i| order.map(|plane| bytes[plane * n + i]))
                 .collect();
@@ -376,10 +409,38 @@ fn bench(args: &BenchArgs) -> Result<()> {
         return Err(Error::InvalidArgument("--frames must be at least 1".into()));
     }
     let elapsed = match dtype {
-        DType::U8 => time::<u8>(&mut proc, &src, &src_layout, &dst_layout, &options, args.frames)?,
-        DType::I8 => time::<i8>(&mut proc, &src, &src_layout, &dst_layout, &options, args.frames)?,
-        DType::F16 => time::<f16>(&mut proc, &src, &src_layout, &dst_layout, &options, args.frames)?,
-        DType::F32 => time::<f32>(&mut proc, &src, &src_layout, &dst_layout, &options, args.frames)?,
+        DType::U8 => time::<u8>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
+        DType::I8 => time::<i8>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
+        DType::F16 => time::<f16>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
+        DType::F32 => time::<f32>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
         other => {
             return Err(Error::Unsupported(format!(
                 "output dtype {other} is not supported; use u8, i8, f16 or f32"
@@ -427,7 +488,10 @@ fn main() -> ExitCode {
             }
             // One line: clap's first line, without its usage block.
             let text = e.to_string();
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
             eprintln!("pinframe: {}", line.trim_start_matches("error: "));
             return ExitCode::from(2);
         }

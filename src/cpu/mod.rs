@@ -154,7 +154,7 @@ impl CpuConverter {
         };
         let band_rows = height.div_ceil(bands);
         let bands = height.div_ceil(band_rows);
-        let band_scratch = ROWS_PER_BAND * vw;
+        let band_scratch = ROWS_PER_BAND * vw + self.tables.blend_len();
         if self.rows.len() < bands * band_scratch {
             self.rows.resize(bands * band_scratch, 0.0);
         }
@@ -297,7 +297,8 @@ impl Job<'_> {
         for c in 0..oc {
             pad_pixel[plan.dst_channel_positions[c]] = pad[c];
         }
-        let (src_rows, out_rows) = scratch.split_at_mut(3 * vw);
+        let (rows_scratch, blend) = scratch.split_at_mut(ROWS_PER_BAND * vw);
+        let (src_rows, out_rows) = rows_scratch.split_at_mut(3 * vw);
         let (s0, rest) = src_rows.split_at_mut(vw);
         let (s1, s2) = rest.split_at_mut(vw);
         let (o0, rest) = out_rows.split_at_mut(vw);
@@ -309,18 +310,16 @@ impl Job<'_> {
             if inside {
                 let (row_offsets, row_weight) =
                     sample::row_taps(plan, &self.channels, self.count, dy as u32);
-                let srows: [&mut [f32]; 3] = [&mut *s0, &mut *s1, &mut *s2];
-                for (c, out) in srows.into_iter().enumerate().take(self.count) {
-                    let ch = &self.channels[c];
-                    sample::sample_channel(
-                        self.src[ch.buffer],
-                        self.tables,
-                        c,
-                        row_offsets[c],
-                        row_weight,
-                        out,
-                    );
-                }
+                sample::sample_row(
+                    self.src,
+                    &self.channels,
+                    self.count,
+                    self.tables,
+                    row_offsets,
+                    row_weight,
+                    [&mut *s0, &mut *s1, &mut *s2],
+                    blend,
+                );
                 let s: [&[f32]; 3] = if self.count == 1 {
                     [&*s0, &*s0, &*s0]
                 } else {
