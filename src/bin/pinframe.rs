@@ -492,12 +492,15 @@ fn main() -> ExitCode {
                 print!("{e}");
                 return ExitCode::SUCCESS;
             }
-            // One line: clap's first line, without its usage block.
+            // One line: clap's message without its usage block.
             let text = e.to_string();
-            let line = text
+            let message: Vec<&str> = text
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments");
+                .take_while(|l| !l.starts_with("Usage:"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let line = message.join(" ");
             eprintln!("pinframe: {}", line.trim_start_matches("error: "));
             return ExitCode::from(2);
         }
