@@ -1,11 +1,17 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod convert;
+mod cpu;
 mod dtype;
 mod error;
 pub mod image;
 pub mod tensor;
 
+pub use convert::{
+    Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
+    Interpolation, Normalize, ProcessorStats, Rotation,
+};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
