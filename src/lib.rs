@@ -8,3 +8,8 @@ pub mod image;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
+
+#[cfg(feature = "gl")]
+mod gl;
+#[cfg(feature = "gl")]
+pub use gl::{EglPlatform, GlInfo, GlStats};

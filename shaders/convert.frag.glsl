@@ -1,0 +1,198 @@
+// Fused resample + colour conversion + normalisation + packing.
+//
+// The render target is RGBA8: every texel holds 4 consecutive BYTES of one destination
+// row (of one plane for planar outputs), so any destination element type and layout
+// (3-byte RGB, CHW planes, i8, f16, f32) is produced by the GPU and read back, or
+// rendered into a dma-buf, without another pass. The source is sampled with texelFetch
+// only (exact bytes, no driver filtering or YUV sampler): the bilinear weights are
+// computed here in highp, in the source's own domain, per pinframe's DESIGN.md:
+// pixel centres at +0.5, edge clamp, replicated chroma, interpolate Y/U/V then convert
+// then clamp once.
+//
+// Exactly one SRC_* macro is defined by the program builder.
+precision highp float;
+precision highp int;
+precision highp sampler2D;
+
+uniform sampler2D u_plane0;
+uniform sampler2D u_plane1;
+uniform sampler2D u_plane2;
+
+// Geometry: src = u_m * (dst + 0.5) + u_t, in source pixels.
+uniform mat2 u_m;
+uniform vec2 u_t;
+// Source pixels a tap may read: x0, y0, x1, y1 (inclusive).
+uniform ivec4 u_clamp;
+// Destination pixels that show the image: x0, y0, x1, y1 (exclusive); others get u_pad.
+uniform ivec4 u_valid;
+uniform int u_bilinear;
+// Source byte selection (one-hot masks over a texel's 4 bytes).
+uniform vec4 u_sel0;   // packed 4:2:2: Y0; RGBA: R
+uniform vec4 u_sel1;   // packed 4:2:2: U;  RGBA: G; semi-planar: U (in .xy)
+uniform vec4 u_sel2;   // packed 4:2:2: Y1; RGBA: B
+uniform vec4 u_sel3;   // packed 4:2:2: V;  semi-planar: V (in .xy)
+uniform ivec3 u_rgb_pos; // 3-byte RGB sources: byte position of R, G, B
+uniform int u_chroma_vshift; // 1 for 4:2:0, 0 for 4:2:2
+// Colour: rgb = u_yuv * (yuv - u_yuv_off) (YUV sources only).
+uniform mat3 u_yuv;
+uniform vec3 u_yuv_off;
+// Destination.
+uniform vec4 u_pad;       // 0..255, RGBA
+uniform vec3 u_grey;      // luma weights for a grey destination channel
+uniform int u_dtype;      // 0 u8, 1 i8, 2 f16, 3 f32
+uniform int u_chans;      // elements per pixel in a packed row (1, 3, 4); 1 when planar
+uniform int u_planar;     // 1: target rows [p*h, (p+1)*h) are plane p
+uniform int u_height;     // destination height (rows per plane)
+uniform int u_width;      // destination width in pixels
+uniform ivec4 u_map;      // element c of a pixel (or plane c) -> 0..3 RGBA, 4 grey
+uniform vec4 u_scale;     // float outputs: value = v * scale + bias, per RGBA channel
+uniform vec4 u_bias;
+
+out vec4 o_bytes;
+
+const float NEAREST_BIAS = 1.0 / 1024.0;
+
+#if defined(SRC_PACKED422)
+vec3 fetch_src(ivec2 p) {
+    vec4 t = texelFetch(u_plane0, ivec2(p.x >> 1, p.y), 0) * 255.0;
+    float y = ((p.x & 1) == 0) ? dot(t, u_sel0) : dot(t, u_sel2);
+    return vec3(y, dot(t, u_sel1), dot(t, u_sel3));
+}
+#elif defined(SRC_SEMIPLANAR)
+vec3 fetch_src(ivec2 p) {
+    float y = texelFetch(u_plane0, p, 0).r * 255.0;
+    vec2 c = texelFetch(u_plane1, ivec2(p.x >> 1, p.y >> u_chroma_vshift), 0).rg * 255.0;
+    return vec3(y, dot(c, u_sel1.xy), dot(c, u_sel3.xy));
+}
+#elif defined(SRC_PLANAR420)
+vec3 fetch_src(ivec2 p) {
+    ivec2 c = ivec2(p.x >> 1, p.y >> 1);
+    return vec3(texelFetch(u_plane0, p, 0).r, texelFetch(u_plane1, c, 0).r,
+                texelFetch(u_plane2, c, 0).r) * 255.0;
+}
+#elif defined(SRC_GREY)
+vec3 fetch_src(ivec2 p) {
+    return vec3(texelFetch(u_plane0, p, 0).r * 255.0);
+}
+#elif defined(SRC_RGB3)
+vec3 fetch_src(ivec2 p) {
+    int x = p.x * 3;
+    return vec3(texelFetch(u_plane0, ivec2(x + u_rgb_pos.x, p.y), 0).r,
+                texelFetch(u_plane0, ivec2(x + u_rgb_pos.y, p.y), 0).r,
+                texelFetch(u_plane0, ivec2(x + u_rgb_pos.z, p.y), 0).r) * 255.0;
+}
+#elif defined(SRC_RGBA4)
+vec3 fetch_src(ivec2 p) {
+    vec4 t = texelFetch(u_plane0, p, 0) * 255.0;
+    return vec3(dot(t, u_sel0), dot(t, u_sel1), dot(t, u_sel2));
+}
+#else
+#error "no SRC_* macro defined"
+#endif
+
+// Source-domain sample (Y,U,V or R,G,B in 0..255) at source position s.
+vec3 sample_src(vec2 s) {
+    if (u_bilinear == 0) {
+        // Positions that are exact integers in exact arithmetic may land a few ulps
+        // below in f32: the small bias keeps floor() on the exact answer.
+        ivec2 p = clamp(ivec2(floor(s + NEAREST_BIAS)), u_clamp.xy, u_clamp.zw);
+        return fetch_src(p);
+    }
+    vec2 f = s - 0.5;
+    vec2 f0 = floor(f);
+    vec2 a = f - f0;
+    ivec2 i0 = ivec2(f0);
+    ivec2 p0 = clamp(i0, u_clamp.xy, u_clamp.zw);
+    ivec2 p1 = clamp(i0 + 1, u_clamp.xy, u_clamp.zw);
+    vec3 s00 = fetch_src(p0);
+    vec3 s10 = fetch_src(ivec2(p1.x, p0.y));
+    vec3 s01 = fetch_src(ivec2(p0.x, p1.y));
+    vec3 s11 = fetch_src(p1);
+    vec3 top = s00 + (s10 - s00) * a.x;
+    vec3 bot = s01 + (s11 - s01) * a.x;
+    return top + (bot - top) * a.y;
+}
+
+// The destination pixel (x, y) as RGBA in 0..255 (RGB clamped, unrounded).
+vec4 pixel(int x, int y) {
+    if (x < u_valid.x || y < u_valid.y || x >= u_valid.z || y >= u_valid.w) {
+        return u_pad;
+    }
+    vec2 s = u_m * vec2(float(x) + 0.5, float(y) + 0.5) + u_t;
+    vec3 v = sample_src(s);
+#if defined(SRC_PACKED422) || defined(SRC_SEMIPLANAR) || defined(SRC_PLANAR420)
+    v = u_yuv * (v - u_yuv_off);
+#endif
+    return vec4(clamp(v, 0.0, 255.0), 255.0);
+}
+
+float channel(vec4 px, int c) {
+    if (c == 4) {
+        return dot(px.rgb, u_grey);
+    }
+    return px[c];
+}
+
+// Bytes of one destination element holding value v of RGBA channel c (0..3, 4 = grey);
+// for f16, two consecutive elements share one 32-bit word (handled by the caller).
+float normalised(float v, int c) {
+    int k = min(c, 3);
+    if (c == 4) {
+        k = 0;
+    }
+    return v * u_scale[k] + u_bias[k];
+}
+
+uint u8_of(float v) {
+    return uint(clamp(floor(v + 0.5), 0.0, 255.0));
+}
+
+void main() {
+    ivec2 frag = ivec2(gl_FragCoord.xy);
+    int row = frag.y;
+    int plane = 0;
+    if (u_planar == 1) {
+        plane = row / u_height;
+        row -= plane * u_height;
+    }
+    int elem_size = u_dtype == 3 ? 4 : (u_dtype == 2 ? 2 : 1);
+    int first = frag.x * 4 / elem_size;
+    int count = 4 / elem_size;
+    uint bytes = 0u;
+    int cached = -1;
+    vec4 px = vec4(0.0);
+    float vals[4];
+    for (int i = 0; i < 4; i++) {
+        vals[i] = 0.0;
+        if (i >= count) {
+            break;
+        }
+        int e = first + i;
+        int x = u_planar == 1 ? e : e / u_chans;
+        int c = u_planar == 1 ? u_map[plane] : u_map[e - (e / u_chans) * u_chans];
+        if (x >= u_width) {
+            break;
+        }
+        if (x != cached) {
+            px = pixel(x, row);
+            cached = x;
+        }
+        float v = channel(px, c);
+        if (u_dtype <= 1) {
+            uint b = u8_of(v);
+            if (u_dtype == 1) {
+                b ^= 128u;
+            }
+            bytes |= b << uint(8 * i);
+        } else {
+            vals[i] = normalised(v, c);
+        }
+    }
+    if (u_dtype == 3) {
+        bytes = floatBitsToUint(vals[0]);
+    } else if (u_dtype == 2) {
+        bytes = packHalf2x16(vec2(vals[0], vals[1]));
+    }
+    o_bytes = vec4(float(bytes & 255u), float((bytes >> 8) & 255u), float((bytes >> 16) & 255u),
+                   float(bytes >> 24)) / 255.0;
+}
