@@ -4,10 +4,11 @@
 // row (of one plane for planar outputs), so any destination element type and layout
 // (3-byte RGB, CHW planes, i8, f16, f32) is produced by the GPU and read back, or
 // rendered into a dma-buf, without another pass. The source is sampled with texelFetch
-// only (exact bytes, no driver filtering or YUV sampler): the bilinear weights are
-// computed here in highp, in the source's own domain, per pinframe's DESIGN.md:
-// pixel centres at +0.5, edge clamp, replicated chroma, interpolate Y/U/V then convert
-// then clamp once.
+// only (exact bytes, no driver filtering or YUV sampler). The taps and bilinear weights
+// are the plan's own (computed once on the CPU in f64 and handed over as a table), so
+// the GL and CPU backends read the same source pixels with the same weights; the shader
+// interpolates in the source's own domain (replicated chroma), applies the plan's colour
+// matrix, clamps once, then normalises and packs (src/convert/plan.rs, rules 1-5).
 //
 // Exactly one SRC_* macro is defined by the program builder.
 precision highp float;
@@ -18,14 +19,13 @@ uniform sampler2D u_plane0;
 uniform sampler2D u_plane1;
 uniform sampler2D u_plane2;
 
-// Geometry: src = u_m * (dst + 0.5) + u_t, in source pixels.
-uniform mat2 u_m;
-uniform vec2 u_t;
-// Source pixels a tap may read: x0, y0, x1, y1 (inclusive).
-uniform ivec4 u_clamp;
+// Geometry, straight from the plan: an RGBA32F table, row 0 for source columns and row 1
+// for source rows, each texel (i0, i1, weight of i1, 0) for one destination index (the
+// destination column, or the row when u_transposed). Taps are already clamped to the crop.
+uniform highp sampler2D u_taps;
+uniform int u_transposed;
 // Destination pixels that show the image: x0, y0, x1, y1 (exclusive); others get u_pad.
 uniform ivec4 u_valid;
-uniform int u_bilinear;
 // Source byte selection (one-hot masks over a texel's 4 bytes).
 uniform vec4 u_sel0;   // packed 4:2:2: Y0; RGBA: R
 uniform vec4 u_sel1;   // packed 4:2:2: U;  RGBA: G; semi-planar: U (in .xy)
@@ -33,24 +33,22 @@ uniform vec4 u_sel2;   // packed 4:2:2: Y1; RGBA: B
 uniform vec4 u_sel3;   // packed 4:2:2: V;  semi-planar: V (in .xy)
 uniform ivec3 u_rgb_pos; // 3-byte RGB sources: byte position of R, G, B
 uniform int u_chroma_vshift; // 1 for 4:2:0, 0 for 4:2:2
-// Colour: rgb = u_yuv * (yuv - u_yuv_off) (YUV sources only).
-uniform mat3 u_yuv;
-uniform vec3 u_yuv_off;
+// Colour, from the plan: output channel c = dot(u_colorN.xyz, s) + u_colorN.w.
+uniform vec4 u_color0;
+uniform vec4 u_color1;
+uniform vec4 u_color2;
 // Destination.
-uniform vec4 u_pad;       // 0..255, RGBA
-uniform vec3 u_grey;      // luma weights for a grey destination channel
+uniform vec4 u_pad;       // 0..255 per output channel; .w unused
 uniform int u_dtype;      // 0 u8, 1 i8, 2 f16, 3 f32
 uniform int u_chans;      // elements per pixel in a packed row (1, 3, 4); 1 when planar
 uniform int u_planar;     // 1: target rows [p*h, (p+1)*h) are plane p
 uniform int u_height;     // destination height (rows per plane)
 uniform int u_width;      // destination width in pixels
-uniform ivec4 u_map;      // element c of a pixel (or plane c) -> 0..3 RGBA, 4 grey
-uniform vec4 u_scale;     // float outputs: value = v * scale + bias, per RGBA channel
-uniform vec4 u_bias;
+uniform ivec4 u_map;      // element c of a pixel (or plane c) -> output channel 0..2, 3 alpha
+uniform vec3 u_scale;     // float outputs: value = v * scale + bias, per output channel
+uniform vec3 u_bias;
 
 out vec4 o_bytes;
-
-const float NEAREST_BIAS = 1.0 / 1024.0;
 
 #if defined(SRC_PACKED422)
 vec3 fetch_src(ivec2 p) {
@@ -90,57 +88,34 @@ vec3 fetch_src(ivec2 p) {
 #error "no SRC_* macro defined"
 #endif
 
-// Source-domain sample (Y,U,V or R,G,B in 0..255) at source position s.
-vec3 sample_src(vec2 s) {
-    if (u_bilinear == 0) {
-        // Positions that are exact integers in exact arithmetic may land a few ulps
-        // below in f32: the small bias keeps floor() on the exact answer.
-        ivec2 p = clamp(ivec2(floor(s + NEAREST_BIAS)), u_clamp.xy, u_clamp.zw);
-        return fetch_src(p);
+// Source-domain sample (Y,U,V or R,G,B in 0..255) at destination pixel (x, y).
+vec3 sample_src(int x, int y) {
+    ivec2 d = u_transposed == 1 ? ivec2(y, x) : ivec2(x, y);
+    vec4 tx = texelFetch(u_taps, ivec2(d.x, 0), 0);
+    vec4 ty = texelFetch(u_taps, ivec2(d.y, 1), 0);
+    ivec2 p0 = ivec2(int(tx.x), int(ty.x));
+    if (tx.z == 0.0 && ty.z == 0.0) {
+        return fetch_src(p0);
     }
-    vec2 f = s - 0.5;
-    vec2 f0 = floor(f);
-    vec2 a = f - f0;
-    ivec2 i0 = ivec2(f0);
-    ivec2 p0 = clamp(i0, u_clamp.xy, u_clamp.zw);
-    ivec2 p1 = clamp(i0 + 1, u_clamp.xy, u_clamp.zw);
+    ivec2 p1 = ivec2(int(tx.y), int(ty.y));
     vec3 s00 = fetch_src(p0);
     vec3 s10 = fetch_src(ivec2(p1.x, p0.y));
     vec3 s01 = fetch_src(ivec2(p0.x, p1.y));
     vec3 s11 = fetch_src(p1);
-    vec3 top = s00 + (s10 - s00) * a.x;
-    vec3 bot = s01 + (s11 - s01) * a.x;
-    return top + (bot - top) * a.y;
+    vec3 top = s00 + (s10 - s00) * tx.z;
+    vec3 bot = s01 + (s11 - s01) * tx.z;
+    return top + (bot - top) * ty.z;
 }
 
-// The destination pixel (x, y) as RGBA in 0..255 (RGB clamped, unrounded).
-vec4 pixel(int x, int y) {
+// The destination pixel (x, y): output channels in 0..255, clamped, unrounded.
+vec3 pixel(int x, int y) {
     if (x < u_valid.x || y < u_valid.y || x >= u_valid.z || y >= u_valid.w) {
-        return u_pad;
+        return u_pad.xyz;
     }
-    vec2 s = u_m * vec2(float(x) + 0.5, float(y) + 0.5) + u_t;
-    vec3 v = sample_src(s);
-#if defined(SRC_PACKED422) || defined(SRC_SEMIPLANAR) || defined(SRC_PLANAR420)
-    v = u_yuv * (v - u_yuv_off);
-#endif
-    return vec4(clamp(v, 0.0, 255.0), 255.0);
-}
-
-float channel(vec4 px, int c) {
-    if (c == 4) {
-        return dot(px.rgb, u_grey);
-    }
-    return px[c];
-}
-
-// Bytes of one destination element holding value v of RGBA channel c (0..3, 4 = grey);
-// for f16, two consecutive elements share one 32-bit word (handled by the caller).
-float normalised(float v, int c) {
-    int k = min(c, 3);
-    if (c == 4) {
-        k = 0;
-    }
-    return v * u_scale[k] + u_bias[k];
+    vec3 s = sample_src(x, y);
+    vec3 v = vec3(dot(u_color0.xyz, s) + u_color0.w, dot(u_color1.xyz, s) + u_color1.w,
+                  dot(u_color2.xyz, s) + u_color2.w);
+    return clamp(v, 0.0, 255.0);
 }
 
 uint u8_of(float v) {
@@ -160,7 +135,7 @@ void main() {
     int count = 4 / elem_size;
     uint bytes = 0u;
     int cached = -1;
-    vec4 px = vec4(0.0);
+    vec3 px = vec3(0.0);
     float vals[4];
     for (int i = 0; i < 4; i++) {
         vals[i] = 0.0;
@@ -173,11 +148,17 @@ void main() {
         if (x >= u_width) {
             break;
         }
+        if (c == 3) {
+            // Alpha: opaque (255 as u8, 127 as i8, 1.0 as float).
+            bytes |= (u_dtype == 1 ? 127u : 255u) << uint(8 * i);
+            vals[i] = 1.0;
+            continue;
+        }
         if (x != cached) {
             px = pixel(x, row);
             cached = x;
         }
-        float v = channel(px, c);
+        float v = px[c];
         if (u_dtype <= 1) {
             uint b = u8_of(v);
             if (u_dtype == 1) {
@@ -185,7 +166,7 @@ void main() {
             }
             bytes |= b << uint(8 * i);
         } else {
-            vals[i] = normalised(v, c);
+            vals[i] = v * u_scale[c] + u_bias[c];
         }
     }
     if (u_dtype == 3) {

@@ -22,4 +22,4 @@ pub use tensor::{
 #[cfg(feature = "gl")]
 mod gl;
 #[cfg(feature = "gl")]
-pub use gl::{EglPlatform, GlInfo, GlStats};
+pub use gl::{EglPlatform, GlConfig, GlImageCounters, GlInfo, GlStats, gl_image_counters};

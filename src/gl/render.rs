@@ -6,34 +6,89 @@ use std::collections::HashMap;
 use glow::HasContext;
 
 use super::program::{Program, SourceKind};
-use crate::image::{Colorimetry, FormatFamily, ImageLayout, PixelFormat};
+use crate::convert::Plan;
+use crate::image::{FormatFamily, ImageLayout};
 use crate::{DType, Error, Result};
 
-/// One conversion, in the terms the shader executes: everything geometric and
-/// numeric has been decided by the plan; this only carries it to the GPU.
+/// One conversion, in the terms the shader executes: the plan's taps as a table, its
+/// colour matrix, padding and normalisation, and where each output channel is stored.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Draw {
-    /// Destination pixel centre → source position: `src = m * (dst + 0.5) + t`,
-    /// `m` column-major (`[dsx/ddx, dsy/ddx, dsx/ddy, dsy/ddy]`).
-    pub(crate) m: [f32; 4],
-    /// Translation of the map, in source pixels.
-    pub(crate) t: [f32; 2],
-    /// Source pixels taps may read (inclusive x0, y0, x1, y1).
-    pub(crate) clamp: [i32; 4],
+    /// Row 0: per destination index along the axis source columns depend on,
+    /// `(i0, i1, weight, 0)`; row 1 the same for source rows. `taps_width` texels a row.
+    pub(crate) taps: Vec<[f32; 4]>,
+    /// Texels per row of `taps`.
+    pub(crate) taps_width: u32,
+    /// 90/270 rotations: source columns follow destination rows.
+    pub(crate) transposed: bool,
     /// Destination pixels showing the image (x0, y0, x1, y1 exclusive); the rest is pad.
     pub(crate) valid: [i32; 4],
-    /// Bilinear (else nearest).
-    pub(crate) bilinear: bool,
-    /// YUV → RGB transform (YUV sources only).
-    pub(crate) colorimetry: Colorimetry,
-    /// Pad colour, RGBA in 0..255.
-    pub(crate) pad: [f32; 4],
-    /// Weights of R, G, B for a grey destination.
-    pub(crate) grey: [f32; 3],
-    /// Float outputs: `value = v * scale + bias` per RGBA channel (v in 0..255).
-    pub(crate) scale: [f32; 4],
+    /// Per output channel: `v = dot(color[c][0..3], s) + color[c][3]`.
+    pub(crate) color: [[f32; 4]; 3],
+    /// Padding per output channel (0..255).
+    pub(crate) pad: [f32; 3],
+    /// Float outputs: `value = v * scale + bias` per output channel.
+    pub(crate) scale: [f32; 3],
     /// See `scale`.
-    pub(crate) bias: [f32; 4],
+    pub(crate) bias: [f32; 3],
+    /// Memory element of a packed pixel (or plane, when planar) → output channel (0..2)
+    /// or 3 for alpha.
+    pub(crate) map: [i32; 4],
+    /// Elements per packed pixel (1 for planar).
+    pub(crate) chans: i32,
+}
+
+impl Draw {
+    /// The draw that executes `plan`.
+    pub(crate) fn from_plan(plan: &Plan) -> Draw {
+        let (dw, dh) = (plan.dst_width, plan.dst_height);
+        let width = dw.max(dh);
+        let mut taps = vec![[0.0f32; 4]; 2 * width as usize];
+        for axis in 0..2 {
+            let n = if plan.dst_axis_of(axis) == 0 { dw } else { dh };
+            for i in 0..n {
+                let t = plan.taps(axis, i);
+                taps[axis * width as usize + i as usize] =
+                    [t.i0 as f32, t.i1 as f32, t.weight as f32, 0.0];
+            }
+        }
+        let v = plan.valid;
+        let mut map = [0i32; 4];
+        let planar = plan.dst_format.family() == FormatFamily::PlanarRgb;
+        let chans;
+        if plan.output_channels == 1 {
+            chans = 1;
+        } else {
+            for (c, &pos) in plan.dst_channel_positions.iter().enumerate() {
+                map[pos] = c as i32;
+            }
+            if let Some(a) = plan.dst_alpha_position {
+                map[a] = 3;
+            }
+            chans = if planar {
+                1
+            } else {
+                plan.dst_format.channels() as i32
+            };
+        }
+        Draw {
+            taps,
+            taps_width: width,
+            transposed: plan.transposed,
+            valid: [
+                v[0] as i32,
+                v[1] as i32,
+                (v[0] + v[2]) as i32,
+                (v[1] + v[3]) as i32,
+            ],
+            color: plan.color_matrix,
+            pad: plan.pad_value,
+            scale: plan.norm_scale,
+            bias: plan.norm_bias,
+            map,
+            chans,
+        }
+    }
 }
 
 /// How one source plane is given to GL as a texture.
@@ -162,6 +217,7 @@ pub(crate) struct Renderer {
     vao: Option<glow::VertexArray>,
     uploads: Vec<(PlaneTexture, glow::Texture)>,
     target: Option<(u32, u32, glow::Texture, glow::Framebuffer)>,
+    taps: Option<(Vec<[f32; 4]>, u32, glow::Texture)>,
     scratch: Vec<u8>,
     max_texture_size: u32,
 }
@@ -173,6 +229,7 @@ impl Renderer {
             vao: None,
             uploads: Vec::new(),
             target: None,
+            taps: None,
             scratch: Vec::new(),
             max_texture_size,
         }
@@ -304,6 +361,52 @@ impl Renderer {
         }
     }
 
+    /// The plan's tap table as an RGBA32F texture, re-uploaded only when it changes.
+    fn taps_texture(&mut self, gl: &glow::Context, draw: &Draw) -> Result<glow::Texture> {
+        self.check_size("the tap table", draw.taps_width, 2)?;
+        if let Some((t, w, tex)) = &self.taps {
+            if *w == draw.taps_width && *t == draw.taps {
+                return Ok(*tex);
+            }
+        }
+        // SAFETY: the context is current (caller); the table holds exactly
+        // `taps_width * 2` RGBA32F texels; the previous table texture is ours.
+        unsafe {
+            let tex = match self.taps.take() {
+                Some((_, w, tex)) if w == draw.taps_width => tex,
+                other => {
+                    if let Some((_, _, old)) = other {
+                        gl.delete_texture(old);
+                    }
+                    let tex = gl
+                        .create_texture()
+                        .map_err(|e| Error::Gl(format!("glGenTextures: {e}")))?;
+                    gl.bind_texture(glow::TEXTURE_2D, Some(tex));
+                    set_nearest(gl);
+                    gl.tex_storage_2d(glow::TEXTURE_2D, 1, glow::RGBA32F, draw.taps_width as i32, 2);
+                    tex
+                }
+            };
+            gl.bind_texture(glow::TEXTURE_2D, Some(tex));
+            gl.pixel_store_i32(glow::UNPACK_ALIGNMENT, 4);
+            gl.pixel_store_i32(glow::UNPACK_ROW_LENGTH, 0);
+            gl.tex_sub_image_2d(
+                glow::TEXTURE_2D,
+                0,
+                0,
+                0,
+                draw.taps_width as i32,
+                2,
+                glow::RGBA,
+                glow::FLOAT,
+                glow::PixelUnpackData::Slice(Some(bytemuck::cast_slice(&draw.taps))),
+            );
+            gl.bind_texture(glow::TEXTURE_2D, None);
+            self.taps = Some((draw.taps.clone(), draw.taps_width, tex));
+            Ok(tex)
+        }
+    }
+
     /// The renderer's own RGBA8 target of `shape`, as a framebuffer.
     pub(crate) fn own_target(
         &mut self,
@@ -368,6 +471,7 @@ impl Renderer {
             self.vao = Some(vao);
         }
         let vao = self.vao;
+        let taps = self.taps_texture(gl, draw)?;
         let p = self.program(gl, kind)?;
         let u = &p.uniforms;
         let one_hot = |i: usize| {
@@ -398,41 +502,12 @@ impl Renderer {
             }
             SourceKind::Planar420 | SourceKind::Grey => {}
         }
-        let (mat, y0) = draw.colorimetry.yuv_to_rgb();
-        let mut yuv = [0.0f32; 9];
-        for col in 0..3 {
-            for row in 0..3 {
-                yuv[col * 3 + row] = mat[row][col] as f32;
-            }
-        }
-        let df = dst_layout.format();
         let dtype_code = match dst_layout.dtype() {
             DType::U8 => 0,
             DType::I8 => 1,
             DType::F16 => 2,
             _ => 3,
         };
-        let mut map = [0i32; 4];
-        let chans;
-        if df == PixelFormat::Grey {
-            chans = 1;
-            map[0] = 4;
-        } else {
-            let (o, a) = df.rgb_order().ok_or_else(|| {
-                Error::Unsupported(format!("{df} is not a GL destination format"))
-            })?;
-            for (c, &pos) in o.iter().enumerate() {
-                map[pos] = c as i32;
-            }
-            if let Some(a) = a {
-                map[a] = 3;
-            }
-            chans = if shape.planes == 3 {
-                1
-            } else {
-                df.channels() as i32
-            };
-        }
         // SAFETY: the context is current (caller); the program, textures, VAO and
         // framebuffer are live objects of this context; uniform values match the
         // declared types.
@@ -449,35 +524,36 @@ impl Renderer {
                 gl.bind_texture(glow::TEXTURE_2D, Some(*tex));
                 gl.uniform_1_i32(u.plane[i].as_ref(), i as i32);
             }
-            gl.uniform_matrix_2_f32_slice(u.m.as_ref(), false, &draw.m);
-            gl.uniform_2_f32(u.t.as_ref(), draw.t[0], draw.t[1]);
-            let c = draw.clamp;
-            gl.uniform_4_i32(u.clamp.as_ref(), c[0], c[1], c[2], c[3]);
+            let taps_unit = src.len() as u32;
+            gl.active_texture(glow::TEXTURE0 + taps_unit);
+            gl.bind_texture(glow::TEXTURE_2D, Some(taps));
+            gl.uniform_1_i32(u.taps.as_ref(), taps_unit as i32);
+            gl.uniform_1_i32(u.transposed.as_ref(), draw.transposed as i32);
             let v = draw.valid;
             gl.uniform_4_i32(u.valid.as_ref(), v[0], v[1], v[2], v[3]);
-            gl.uniform_1_i32(u.bilinear.as_ref(), draw.bilinear as i32);
             for k in 0..4 {
                 gl.uniform_4_f32_slice(u.sel[k].as_ref(), &sel[k]);
             }
             gl.uniform_3_i32(u.rgb_pos.as_ref(), rgb_pos[0], rgb_pos[1], rgb_pos[2]);
             let vshift = (sf.chroma_subsampling().1 == 2) as i32;
             gl.uniform_1_i32(u.chroma_vshift.as_ref(), vshift);
-            gl.uniform_matrix_3_f32_slice(u.yuv.as_ref(), false, &yuv);
-            gl.uniform_3_f32(u.yuv_off.as_ref(), y0 as f32, 128.0, 128.0);
-            gl.uniform_4_f32_slice(u.pad.as_ref(), &draw.pad);
-            gl.uniform_3_f32_slice(u.grey.as_ref(), &draw.grey);
+            for k in 0..3 {
+                gl.uniform_4_f32_slice(u.color[k].as_ref(), &draw.color[k]);
+            }
+            gl.uniform_4_f32(u.pad.as_ref(), draw.pad[0], draw.pad[1], draw.pad[2], 0.0);
             gl.uniform_1_i32(u.dtype.as_ref(), dtype_code);
-            gl.uniform_1_i32(u.chans.as_ref(), chans);
+            gl.uniform_1_i32(u.chans.as_ref(), draw.chans);
             gl.uniform_1_i32(u.planar.as_ref(), (shape.planes == 3) as i32);
             gl.uniform_1_i32(u.height.as_ref(), dst_layout.height() as i32);
             gl.uniform_1_i32(u.width.as_ref(), dst_layout.width() as i32);
-            gl.uniform_4_i32(u.map.as_ref(), map[0], map[1], map[2], map[3]);
-            gl.uniform_4_f32_slice(u.scale.as_ref(), &draw.scale);
-            gl.uniform_4_f32_slice(u.bias.as_ref(), &draw.bias);
+            let m = draw.map;
+            gl.uniform_4_i32(u.map.as_ref(), m[0], m[1], m[2], m[3]);
+            gl.uniform_3_f32_slice(u.scale.as_ref(), &draw.scale);
+            gl.uniform_3_f32_slice(u.bias.as_ref(), &draw.bias);
             gl.bind_vertex_array(vao);
             gl.draw_arrays(glow::TRIANGLES, 0, 3);
             gl.bind_vertex_array(None);
-            for i in (0..src.len()).rev() {
+            for i in (0..=src.len()).rev() {
                 gl.active_texture(glow::TEXTURE0 + i as u32);
                 gl.bind_texture(glow::TEXTURE_2D, None);
             }
@@ -493,9 +569,9 @@ impl Renderer {
         fbo: glow::Framebuffer,
         dst_layout: &ImageLayout,
         shape: &TargetShape,
-        buffers: &mut [&mut [u8]],
+        buffers: &mut dyn super::ByteSink,
     ) -> Result<()> {
-        dst_layout.validate_buffers(&buffers.iter().map(|b| b.len()).collect::<Vec<_>>())?;
+        dst_layout.validate_buffers(&buffers.lens(dst_layout.buffer_count()))?;
         let h = dst_layout.height() as usize;
         // SAFETY: the context is current (caller); every pointer handed to
         // glReadPixels covers the rows it writes: `stride * (h - 1) + width * 4`
@@ -510,7 +586,7 @@ impl Renderer {
                 if direct {
                     gl.pixel_store_i32(glow::PACK_ROW_LENGTH, (plane.stride / 4) as i32);
                     let end = plane.offset + plane.stride * (h - 1) + shape.row_bytes;
-                    let out = &mut buffers[plane.buffer][plane.offset..end];
+                    let out = &mut buffers.buffer(plane.buffer)[plane.offset..end];
                     gl.read_pixels(
                         0,
                         y0,
@@ -534,7 +610,7 @@ impl Renderer {
                         glow::UNSIGNED_BYTE,
                         glow::PixelPackData::Slice(Some(&mut self.scratch[..])),
                     );
-                    let buf = &mut buffers[plane.buffer];
+                    let buf = buffers.buffer(plane.buffer);
                     for r in 0..h {
                         let d = plane.offset + r * plane.stride;
                         buf[d..d + shape.row_bytes]
@@ -563,6 +639,9 @@ impl Renderer {
             }
             if let Some((_, _, tex, fbo)) = self.target.take() {
                 gl.delete_framebuffer(fbo);
+                gl.delete_texture(tex);
+            }
+            if let Some((_, _, tex)) = self.taps.take() {
                 gl.delete_texture(tex);
             }
         }
