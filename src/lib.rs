@@ -2,14 +2,15 @@
 #![warn(missing_docs)]
 
 pub mod convert;
+mod cpu;
 mod dtype;
 mod error;
 pub mod image;
 pub mod tensor;
 
 pub use convert::{
-    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Rotation,
+    Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
+    Interpolation, Normalize, ProcessorStats, Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

@@ -3,9 +3,11 @@
 
 mod options;
 pub mod plan;
+mod processor;
 
 pub use options::{
     ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
     Rotation,
 };
 pub use plan::{Plan, SourceChannels, Taps};
+pub use processor::{Backend, ImageProcessor, ProcessorStats};
