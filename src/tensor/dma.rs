@@ -114,6 +114,24 @@ pub(crate) fn allocate(len: usize) -> Result<(OwnedFd, DmaRoute)> {
     })
 }
 
+/// Allocates a dma-buf of at least `len` bytes through one given route only
+/// (`DmaRoute::Gbm` with an empty path means the first render node that works).
+pub(crate) fn allocate_via(len: usize, route: &DmaRoute) -> Result<(OwnedFd, DmaRoute)> {
+    let len = len
+        .checked_next_multiple_of(page_size())
+        .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
+    let result = match route {
+        DmaRoute::Heap(name) => alloc_from_heap(&format!("/dev/dma_heap/{name}"), len)
+            .map(|fd| (fd, route.clone())),
+        DmaRoute::Udmabuf => alloc_udmabuf(len).map(|fd| (fd, DmaRoute::Udmabuf)),
+        DmaRoute::Gbm(_) => alloc_gbm(len).map(|(fd, node)| (fd, DmaRoute::Gbm(node))),
+    };
+    result.map_err(|e| Error::MemoryUnavailable {
+        requested: "DMA",
+        tried: vec![format!("{route:?}: {e}")],
+    })
+}
+
 fn describe_open_error(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "does not exist".into(),

@@ -125,20 +125,21 @@ fn allocate(len: usize, memory: Memory) -> Result<Allocation> {
                 route: None,
             })
         }
-        Memory::Dma => {
-            let (fd, route) = dma::allocate(len)?;
-            let actual = fd_size(fd.as_fd(), Memory::Dma)?;
-            // GBM buffers already belong to the render node; attach the others to it.
-            let attachment = match route {
-                DmaRoute::Gbm(_) => None,
-                _ => dma::PrimeAttachment::attach(fd.as_fd()),
-            };
-            Ok(Allocation {
-                storage: Arc::new(BufferStorage::from_fd(fd, actual, Memory::Dma, attachment)),
-                route: Some(route),
-            })
-        }
+        Memory::Dma => allocate_dma(dma::allocate(len)?),
     }
+}
+
+fn allocate_dma((fd, route): (OwnedFd, DmaRoute)) -> Result<Allocation> {
+    let actual = fd_size(fd.as_fd(), Memory::Dma)?;
+    // GBM buffers already belong to the render node; attach the others to it.
+    let attachment = match route {
+        DmaRoute::Gbm(_) => None,
+        _ => dma::PrimeAttachment::attach(fd.as_fd()),
+    };
+    Ok(Allocation {
+        storage: Arc::new(BufferStorage::from_fd(fd, actual, Memory::Dma, attachment)),
+        route: Some(route),
+    })
 }
 
 /// Allocates with the requested memory, or the best available (Dma → Shm → Heap).
@@ -235,6 +236,26 @@ impl<T: Element> Tensor<T> {
         let a = allocate_best(bytes, memory)?;
         Ok(Tensor {
             memory: a.storage.memory(),
+            buffers: vec![a.storage],
+            extents: vec![bytes],
+            shape: shape.to_vec(),
+            layout: None,
+            dma_route: a.route,
+            _element: PhantomData,
+        })
+    }
+
+    /// A zero-filled DMA tensor of `shape` allocated through one given route only (a
+    /// dma-heap by name, udmabuf, or GBM; `DmaRoute::Gbm(String::new())` = first render
+    /// node), for callers that need a specific kind of buffer (e.g. contiguous CMA memory).
+    pub fn new_dma_via(shape: &[usize], route: &DmaRoute) -> Result<Self> {
+        let bytes = element_count(shape)?
+            .checked_mul(size_of::<T>())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(|| Error::InvalidShape(format!("shape {shape:?} overflows")))?;
+        let a = allocate_dma(dma::allocate_via(bytes, route)?)?;
+        Ok(Tensor {
+            memory: Memory::Dma,
             buffers: vec![a.storage],
             extents: vec![bytes],
             shape: shape.to_vec(),
