@@ -677,10 +677,10 @@ impl GlContext {
             glow::Context::from_loader_function_cstr(|name| {
                 if let Some(lib) = gles {
                     // SAFETY: looking up a symbol by its NUL-terminated name.
-                    if let Ok(sym) = lib.get::<*const c_void>(name.to_bytes_with_nul()) {
-                        if !sym.is_null() {
-                            return *sym;
-                        }
+                    if let Ok(sym) = lib.get::<*const c_void>(name.to_bytes_with_nul())
+                        && !sym.is_null()
+                    {
+                        return *sym;
                     }
                 }
                 egl.proc_addr(&name.to_string_lossy())

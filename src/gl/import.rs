@@ -163,15 +163,15 @@ pub(crate) fn import(
                 spec.modifier
             )));
         }
-        if let Some(mods) = supported_modifiers(ctx, spec.fourcc) {
-            if !mods.contains(&spec.modifier) {
-                return Err(Error::Unsupported(format!(
-                    "DRM modifier {:#x} is not importable as {} on this display (supported: {:x?})",
-                    spec.modifier,
-                    fourcc_to_string(spec.fourcc),
-                    mods
-                )));
-            }
+        if let Some(mods) = supported_modifiers(ctx, spec.fourcc)
+            && !mods.contains(&spec.modifier)
+        {
+            return Err(Error::Unsupported(format!(
+                "DRM modifier {:#x} is not importable as {} on this display (supported: {:x?})",
+                spec.modifier,
+                fourcc_to_string(spec.fourcc),
+                mods
+            )));
         }
     }
     let int = |v: usize, what: &str| {

@@ -144,10 +144,10 @@ impl GlBackend {
     /// Counters so far (dead cache entries are released first, so `live_images` is
     /// exact).
     pub(crate) fn stats(&mut self) -> GlStats {
-        if self.cache.has_dead() {
-            if let Ok(cur) = self.ctx.current() {
-                self.cache.prune(cur.gl());
-            }
+        if self.cache.has_dead()
+            && let Ok(cur) = self.ctx.current()
+        {
+            self.cache.prune(cur.gl());
         }
         self.stats.live_images = self.cache.live_images() as u64;
         self.stats
@@ -455,7 +455,7 @@ fn import_target<T: Element>(
             && planes[i].stride == p0.stride
             && planes[i].offset == p0.offset + i * h * p0.stride
     });
-    if shape.row_bytes % 4 != 0 || p0.stride % 4 != 0 || !contiguous {
+    if !shape.row_bytes.is_multiple_of(4) || !p0.stride.is_multiple_of(4) || !contiguous {
         log::debug!("GL: destination {layout:?} is not importable as AB24 rows; reading back");
         return Ok(None);
     }
