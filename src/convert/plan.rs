@@ -9,7 +9,8 @@
 //!    source coordinates (source pixel `k` spans `[k, k + 1)`).
 //! 2. Bilinear: `u = sx - 0.5`, `x0 = floor(u)`, `fx = u - x0`; the taps `x0` and `x0 + 1`
 //!    are clamped to the crop's columns `[src_min[0], src_max[0]]` (likewise rows). Nearest:
-//!    the tap is `floor(sx)` clamped the same way. [`Plan::taps`] computes exactly this.
+//!    the tap is `floor(sx + NEAREST_TIE_NUDGE)` clamped the same way (a sample point on
+//!    a pixel boundary takes the right/lower pixel even after f64 rounding). [`Plan::taps`] computes exactly this.
 //! 3. Each tap reads the source's channels *of its own pixel*: for YUV, Y at the pixel and
 //!    the chroma sample `(x / chroma_subsampling.0, y / chroma_subsampling.1)` covering it
 //!    (replicated chroma siting); for RGB sources R, G, B; for grey the one channel.
@@ -33,6 +34,11 @@ use crate::{DType, Error, Result};
 
 /// The destination element types conversions can produce.
 pub const SUPPORTED_DST_DTYPES: [DType; 4] = [DType::U8, DType::I8, DType::F16, DType::F32];
+
+/// Added to a sample coordinate before `floor` for nearest sampling, so a point that is
+/// exactly on a pixel boundary (common with integer scale factors) picks the same pixel
+/// whatever rounding the affine map's arithmetic did.
+pub const NEAREST_TIE_NUDGE: f64 = 1e-7;
 
 /// Luma weights used to turn RGB into grey (BT.601, as OpenCV's `RGB2GRAY`).
 pub const RGB_TO_GREY: [f64; 3] = [0.299, 0.587, 0.114];
@@ -361,7 +367,7 @@ impl Plan {
         let clamp = |i: i64| i.clamp(lo, hi) as u32;
         match self.interpolation {
             Interpolation::Nearest => {
-                let i = clamp(coord.floor() as i64);
+                let i = clamp((coord + NEAREST_TIE_NUDGE).floor() as i64);
                 Taps {
                     i0: i,
                     i1: i,
