@@ -396,3 +396,85 @@ fn forced_platforms() {
     }
     assert!("vulkan".parse::<EglPlatform>().is_err());
 }
+
+#[test]
+fn a_gl_processor_moves_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<ImageProcessor>();
+    let Some(mut g) = gl("a_gl_processor_moves_between_threads") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(6);
+    let src = ImageLayout::new(24, 16, PixelFormat::Uyvy).unwrap();
+    let bufs = random_buffers(&src, &mut rng, 0);
+    let dst = ImageLayout::tight(12, 12, PixelFormat::Bgr, DType::U8).unwrap();
+    let o = ConvertOptions::default();
+    let want = run::<u8>(&mut c, &bufs, &src, &dst, &o);
+    // Converting on this thread, then on two others in turn: the context is current only
+    // during each call, so it follows the processor.
+    assert!(diff(&run::<u8>(&mut g, &bufs, &src, &dst, &o), &want, &dst) <= TOLERANCE);
+    for _ in 0..2 {
+        let (bufs, src, dst, want) = (bufs.clone(), src.clone(), dst.clone(), want.clone());
+        g = std::thread::spawn(move || {
+            let got = run::<u8>(&mut g, &bufs, &src, &dst, &ConvertOptions::default());
+            assert!(diff(&got, &want, &dst) <= TOLERANCE);
+            g
+        })
+        .join()
+        .unwrap();
+    }
+    assert_eq!(g.stats().frames, 3);
+}
+
+mod random_geometry {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Random formats, sizes (down to 1x1), crops, rotations, flips, fits and filters:
+        /// GL and CPU agree within ±2 everywhere.
+        #[test]
+        fn gl_matches_cpu(
+            sfi in 0usize..15, dfi in 0usize..7, dti in 0usize..4,
+            sw in 1u32..40, sh in 1u32..30, dw in 1u32..40, dh in 1u32..40,
+            cx in 0.0f64..1.0, cy in 0.0f64..1.0, cw in 0.0f64..1.0, ch in 0.0f64..1.0,
+            rot in 0u32..4, flip in 0usize..3, fit in 0usize..3, nearest in any::<bool>(),
+            stride_pad in 0usize..9, seed in any::<u64>(),
+        ) {
+            // One GL processor for every case (contexts are costly to create).
+            static GL: std::sync::OnceLock<Option<std::sync::Mutex<ImageProcessor>>> =
+                std::sync::OnceLock::new();
+            let Some(shared) = GL.get_or_init(|| gl("random_geometry::gl_matches_cpu").map(std::sync::Mutex::new)) else {
+                return Ok(());
+            };
+            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+            let mut c = cpu();
+            let sf = SOURCES[sfi];
+            // 4:2:x sources need even sizes unless the stride leaves room.
+            let (sw, sh) = if sf.is_yuv() { (sw.max(2) & !1, sh.max(2) & !1) } else { (sw, sh) };
+            let base = ImageLayout::new(sw, sh, sf).unwrap();
+            let src = ImageLayout::with_stride(sw, sh, sf, DType::U8, base.planes()[0].stride + stride_pad * 2).unwrap();
+            let bufs = random_buffers(&src, &mut reference::Rng::new(seed), 3);
+            let x = (cx * f64::from(sw - 1)) as u32;
+            let y = (cy * f64::from(sh - 1)) as u32;
+            let w = 1 + (cw * f64::from(sw - x - 1)) as u32;
+            let h = 1 + (ch * f64::from(sh - y - 1)) as u32;
+            let dt = [DType::U8, DType::I8, DType::F16, DType::F32][dti];
+            let dst = ImageLayout::tight(dw, dh, DST_FORMATS[dfi], dt).unwrap();
+            let o = ConvertOptions {
+                crop: Some(Crop::new(x, y, w, h)),
+                rotation: [Rotation::R0, Rotation::R90, Rotation::R180, Rotation::R270][rot as usize],
+                flip: [Flip::None, Flip::Horizontal, Flip::Vertical][flip],
+                fit: [Fit::Stretch, Fit::Letterbox { pad: [114, 114, 114] }, Fit::Fill][fit],
+                interpolation: if nearest { Interpolation::Nearest } else { Interpolation::Bilinear },
+                normalize: Normalize::IMAGENET,
+                ..Default::default()
+            };
+            let d = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
+            prop_assert!(d <= TOLERANCE, "{:?} -> {:?} {:?}: {}", src, dst, o, d);
+        }
+    }
+}

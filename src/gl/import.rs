@@ -154,9 +154,15 @@ pub(crate) fn import(
             )));
         }
     }
-    let explicit_modifier =
-        spec.modifier != DRM_FORMAT_MOD_LINEAR && spec.modifier != DRM_FORMAT_MOD_INVALID;
-    if explicit_modifier {
+    let tiled = spec.modifier != DRM_FORMAT_MOD_LINEAR && spec.modifier != DRM_FORMAT_MOD_INVALID;
+    // LINEAR is passed explicitly too where the display lists it (a driver whose implicit
+    // default is tiled must not guess); INVALID (implicit) never is.
+    let mut explicit_modifier = tiled;
+    if spec.modifier == DRM_FORMAT_MOD_LINEAR && ctx.info.dma_buf_modifiers {
+        explicit_modifier = supported_modifiers(ctx, spec.fourcc)
+            .is_some_and(|m| m.contains(&DRM_FORMAT_MOD_LINEAR));
+    }
+    if tiled {
         if !ctx.info.dma_buf_modifiers {
             return Err(Error::Unsupported(format!(
                 "DRM modifier {:#x} needs EGL_EXT_image_dma_buf_import_modifiers",

@@ -68,7 +68,17 @@ pub struct GlStats {
     pub live_images: u64,
 }
 
-/// Options of the GL backend.
+/// Options of the GL backend (see [`ImageProcessor::with_gl_config`](crate::ImageProcessor::with_gl_config)).
+///
+/// The backend owns one EGL context, made current on the calling thread for the duration
+/// of each conversion and released before it returns, so a processor on GL is `Send` and
+/// may move between threads. Every output (packed 3-byte RGB/BGR, RGBA/BGRA, grey, planar
+/// CHW; u8, i8, f16, f32) is produced on the GPU with plain OpenGL ES 3.0 (no float
+/// render target needed). Zero-copy needs `EGL_EXT_image_dma_buf_import` and
+/// `GL_OES_EGL_image` (and `EGL_EXT_image_dma_buf_import_modifiers` for tiled buffers):
+/// dma-buf sources are imported plane by plane as `R8`/`GR88`/`AB24` images, dma-buf
+/// destinations whose rows are a multiple of 4 bytes as `AB24` render targets; anything
+/// else is uploaded or read back, and counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GlConfig {
     /// Force one EGL platform (default: [`PLATFORM_ENV`], else GBM → device →
