@@ -404,3 +404,62 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
     assert_eq!(after.destroyed_inside_guard, after.destroyed);
     assert_eq!(open_fds(), fds_before, "fds leaked");
 }
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn awkward_pitches_and_offsets_import_or_fall_back_without_leaks() {
+    if skip_unless_vm("awkward_pitches_and_offsets_import_or_fall_back_without_leaks") {
+        return;
+    }
+    let _l = lock();
+    let before = gl_image_counters();
+    let fds_before = open_fds();
+    let mut rng = Rng::new(15);
+    {
+        let mut g = gl();
+        let mut c = cpu();
+        let cases = [
+            // A pitch that is not a multiple of the 4-byte AB24 texel.
+            ImageLayout::with_stride(64, 8, PixelFormat::Yuyv, pinframe::DType::U8, 130).unwrap(),
+            // An odd plane offset and pitch.
+            ImageLayout::with_planes(
+                60,
+                8,
+                PixelFormat::Grey,
+                pinframe::DType::U8,
+                &[pinframe::Plane::new(3, 61)],
+            )
+            .unwrap(),
+            // NV12 with its chroma plane at an unaligned offset.
+            ImageLayout::with_planes(
+                32,
+                8,
+                PixelFormat::Nv12,
+                pinframe::DType::U8,
+                &[
+                    pinframe::Plane::new(0, 32),
+                    pinframe::Plane::new(32 * 8 + 6, 34),
+                ],
+            )
+            .unwrap(),
+        ];
+        for l in cases {
+            let mut src = dumb_image::<u8>(l.clone());
+            fill_random(&mut src, &mut rng);
+            let mut d = Tensor::<u8>::image(24, 24, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+            let mut r = Tensor::<u8>::image(24, 24, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+            g.convert(&src, &mut d).unwrap();
+            c.convert(&src, &mut r).unwrap();
+            let diff = max_diff(&d, &r);
+            eprintln!("{l:?}: {:?}, diff {diff}", g.gl_stats().unwrap());
+            assert!(diff <= 2.0, "{l:?}: {diff}");
+        }
+        let s = g.gl_stats().unwrap();
+        assert_eq!(s.imports + s.import_failures, 3, "{s:?}");
+        assert_eq!(s.uploads, s.import_failures, "{s:?}");
+    }
+    let after = gl_image_counters();
+    assert_eq!(after.live(), before.live(), "EGL images leaked");
+    assert_eq!(after.destroyed_inside_guard, after.destroyed);
+    assert_eq!(open_fds(), fds_before, "fds leaked");
+}
