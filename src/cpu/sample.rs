@@ -126,6 +126,12 @@ struct PlaneSpan {
     lo: usize,
     hi: usize,
     scratch: usize,
+    /// Channels reading this plane.
+    channels: usize,
+    /// Whether two-row destination rows blend this plane's span first: only when the span
+    /// is not much wider than the taps taken from it (blending a 1920-byte row for 416
+    /// output columns costs more than taking four taps directly).
+    blend: bool,
 }
 
 /// Per destination column (of the valid region), the two taps' offsets for each channel
@@ -140,6 +146,9 @@ pub(crate) struct ColumnTables {
     planes: [PlaneSpan; 3],
     plane_count: usize,
     blend_len: usize,
+    /// Every column's second tap has weight 0 (nearest, or a scale that lands on pixel
+    /// centres): one tap per channel suffices.
+    single_tap: bool,
 }
 
 impl ColumnTables {
@@ -162,6 +171,7 @@ impl ColumnTables {
                 self.offsets[c][1].push(ch.axis_offset(axis, taps.i1));
             }
         }
+        self.single_tap = self.weights.iter().all(|&w| w == 0.0);
         self.plane_count = 0;
         self.blend_len = 0;
         if plan.transposed {
@@ -190,6 +200,7 @@ impl ColumnTables {
                 Some(p) => {
                     self.planes[p].lo = self.planes[p].lo.min(lo);
                     self.planes[p].hi = self.planes[p].hi.max(hi);
+                    self.planes[p].channels += 1;
                     self.channel_plane[c] = p;
                 }
                 None => {
@@ -198,6 +209,8 @@ impl ColumnTables {
                         lo,
                         hi,
                         scratch: 0,
+                        channels: 1,
+                        blend: false,
                     };
                     self.channel_plane[c] = self.plane_count;
                     self.plane_count += 1;
@@ -205,8 +218,11 @@ impl ColumnTables {
             }
         }
         for p in &mut self.planes[..self.plane_count] {
-            p.scratch = self.blend_len;
-            self.blend_len += p.hi - p.lo;
+            p.blend = p.hi - p.lo <= 2 * vw as usize * p.channels;
+            if p.blend {
+                p.scratch = self.blend_len;
+                self.blend_len += p.hi - p.lo;
+            }
         }
     }
 
@@ -250,9 +266,14 @@ pub(crate) fn sample_row(
     blend: &mut [f32],
 ) {
     let two_rows = row_weight != 0.0 && (0..count).any(|c| row_offsets[c][0] != row_offsets[c][1]);
-    let blended = two_rows && tables.plane_count > 0;
-    if blended {
-        for p in &tables.planes[..tables.plane_count] {
+    let blended = |c: usize| {
+        two_rows && tables.plane_count > 0 && tables.planes[tables.channel_plane[c]].blend
+    };
+    if two_rows {
+        for p in tables.planes[..tables.plane_count]
+            .iter()
+            .filter(|p| p.blend)
+        {
             let buf = src[channels[p.channel].buffer];
             let [b0, b1] = row_offsets[p.channel];
             let r0 = &buf[b0 + p.lo..b0 + p.hi];
@@ -269,10 +290,16 @@ pub(crate) fn sample_row(
         let a0 = &tables.offsets[c][0][..n];
         let a1 = &tables.offsets[c][1][..n];
         let wa = &tables.weights[..n];
-        if blended {
+        if blended(c) {
             let p = &tables.planes[tables.channel_plane[c]];
             let row = &blend[p.scratch..p.scratch + (p.hi - p.lo)];
             let lo = p.lo;
+            if tables.single_tap {
+                for (o, &o0) in out.iter_mut().zip(a0) {
+                    *o = row[o0 - lo];
+                }
+                continue;
+            }
             for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
                 let (x0, x1) = (row[o0 - lo], row[o1 - lo]);
                 *o = x0 + (x1 - x0) * w;
@@ -283,12 +310,19 @@ pub(crate) fn sample_row(
         let [b0, b1] = row_offsets[c];
         if !two_rows || b0 == b1 {
             let row = &buf[b0..];
+            if tables.single_tap {
+                for (o, &o0) in out.iter_mut().zip(a0) {
+                    *o = f32::from(row[o0]);
+                }
+                continue;
+            }
             for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
                 let (x0, x1) = (f32::from(row[o0]), f32::from(row[o1]));
                 *o = x0 + (x1 - x0) * w;
             }
         } else {
-            // Transposed: the table's taps are rows, the row's taps are columns.
+            // Four taps straight from the source (untransposed: the table's taps are
+            // columns and the row's are rows; transposed: the other way round).
             for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
                 let p00 = f32::from(buf[b0 + o0]);
                 let p01 = f32::from(buf[b0 + o1]);
