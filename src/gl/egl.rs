@@ -429,7 +429,7 @@ fn native_candidates(
                 ));
             }
             let mut nodes: Vec<String> = std::fs::read_dir("/dev/dri")
-                .map_err(|e| Error::Gl(format!("no DRM render node: /dev/dri: {e}")))?
+                .map_err(|e| Error::Gl(format!("no DRM node: /dev/dri: {e}")))?
                 .filter_map(|e| e.ok())
                 .map(|e| e.path().to_string_lossy().into_owned())
                 .filter(|p| p.contains("/renderD") || p.contains("/card"))
@@ -619,7 +619,11 @@ impl GlContext {
                 }
                 Err(e) => {
                     log::debug!("EGL platform {p} unusable: {e}");
-                    why.push(format!("{p}: {e}"));
+                    let msg = match e {
+                        Error::Gl(m) => m,
+                        other => other.to_string(),
+                    };
+                    why.push(format!("{p}: {msg}"));
                 }
             }
         }
