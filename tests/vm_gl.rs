@@ -69,63 +69,15 @@ fn dma_image<T: Element>(layout: ImageLayout, route: &DmaRoute) -> Tensor<T> {
     t
 }
 
-/// An image tensor over a vgem dumb buffer (a DRM GEM buffer exported by PRIME), the
-/// kind of buffer Mesa's kms_swrast can import; a camera would capture into it.
-fn dumb_image<T: Element>(layout: ImageLayout) -> Tensor<T> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    #[repr(C)]
-    #[derive(Default)]
-    struct CreateDumb {
-        height: u32,
-        width: u32,
-        bpp: u32,
-        flags: u32,
-        handle: u32,
-        pitch: u32,
-        size: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct PrimeHandle {
-        handle: u32,
-        flags: u32,
-        fd: i32,
-    }
-    const CREATE_DUMB: libc::c_ulong = 0xC020_64B2;
-    const PRIME_HANDLE_TO_FD: libc::c_ulong = 0xC00C_642D;
-    let card = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/dri/card0")
-        .expect("vgem's /dev/dri/card0");
-    let len = layout.allocation_len(0);
-    let mut cd = CreateDumb {
-        width: 1024,
-        height: len.div_ceil(4096) as u32,
-        bpp: 32,
-        ..Default::default()
-    };
-    use std::os::fd::AsRawFd;
-    // SAFETY: DRM_IOCTL_MODE_CREATE_DUMB on an open DRM fd with its argument struct.
-    let r = unsafe { libc::ioctl(card.as_raw_fd(), CREATE_DUMB, &mut cd) };
-    assert_eq!(r, 0, "CREATE_DUMB: {}", std::io::Error::last_os_error());
-    let mut ph = PrimeHandle {
-        handle: cd.handle,
-        flags: (libc::O_CLOEXEC | libc::O_RDWR) as u32,
-        fd: -1,
-    };
-    // SAFETY: DRM_IOCTL_PRIME_HANDLE_TO_FD with its argument struct.
-    let r = unsafe { libc::ioctl(card.as_raw_fd(), PRIME_HANDLE_TO_FD, &mut ph) };
-    assert_eq!(
-        r,
-        0,
-        "PRIME_HANDLE_TO_FD: {}",
-        std::io::Error::last_os_error()
-    );
-    // SAFETY: the ioctl returned a new fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(ph.fd) };
-    // The GEM handle stays alive through the exported dma-buf after `card` closes.
-    Tensor::<T>::import(fd, layout).unwrap()
+/// An image tensor over a GBM buffer (on vgem: a dumb buffer on the primary node, exported
+/// by PRIME), the kind of buffer Mesa's kms_swrast imports; a camera would capture into it.
+fn drm_image<T: Element>(layout: ImageLayout) -> Tensor<T> {
+    dma_image(layout, &DmaRoute::Gbm(String::new()))
+}
+
+/// Allocates once through GBM so its process-wide device fd is open before fds are counted.
+fn warm_gbm() {
+    drop(Tensor::<u8>::new_dma_via(&[4096], &DmaRoute::Gbm(String::new())).unwrap());
 }
 
 fn aligned(w: u32, h: u32, f: PixelFormat, dt: pinframe::DType) -> ImageLayout {
@@ -188,14 +140,14 @@ fn dma_sources_are_imported_and_destinations_rendered_into() {
     ] {
         let mut g = gl();
         let mut c = cpu();
-        let mut src = dumb_image::<u8>(aligned(96, 64, sf, pinframe::DType::U8));
+        let mut src = drm_image::<u8>(aligned(96, 64, sf, pinframe::DType::U8));
         fill_random(&mut src, &mut rng);
         let o = ConvertOptions {
             fit: Fit::Letterbox { pad: [114; 3] },
             ..Default::default()
         };
         // A u8 RGBA destination and a normalised planar f32 one, both dma-bufs.
-        let mut d8 = dumb_image::<u8>(aligned(64, 64, PixelFormat::Rgba, pinframe::DType::U8));
+        let mut d8 = drm_image::<u8>(aligned(64, 64, PixelFormat::Rgba, pinframe::DType::U8));
         let mut r8 =
             Tensor::<u8>::with_layout(d8.layout().unwrap().clone(), Some(Memory::Heap)).unwrap();
         g.convert_with(&src, &mut d8, &o).unwrap();
@@ -207,7 +159,7 @@ fn dma_sources_are_imported_and_destinations_rendered_into() {
             normalize: Normalize::IMAGENET,
             ..o
         };
-        let mut df = dumb_image::<f32>(aligned(
+        let mut df = drm_image::<f32>(aligned(
             48,
             48,
             PixelFormat::PlanarRgb,
@@ -282,13 +234,14 @@ fn a_pool_of_four_buffers_is_imported_once_each() {
         return;
     }
     let _l = lock();
+    warm_gbm();
     let before = gl_image_counters();
     let fds_before = open_fds();
     let mut rng = Rng::new(12);
     {
         let mut g = gl();
         let mut pool: Vec<Tensor<u8>> = (0..4)
-            .map(|_| dumb_image(aligned(32, 32, PixelFormat::Nv12, pinframe::DType::U8)))
+            .map(|_| drm_image(aligned(32, 32, PixelFormat::Nv12, pinframe::DType::U8)))
             .collect();
         for t in &mut pool {
             fill_random(t, &mut rng);
@@ -337,7 +290,7 @@ fn the_cache_is_bounded_and_dropping_the_processor_releases_everything() {
     )
     .unwrap();
     let pool: Vec<Tensor<u8>> = (0..5)
-        .map(|_| dumb_image(aligned(32, 16, PixelFormat::Yuyv, pinframe::DType::U8)))
+        .map(|_| drm_image(aligned(32, 16, PixelFormat::Yuyv, pinframe::DType::U8)))
         .collect();
     let mut dst = Tensor::<u8>::image(8, 8, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
     for t in &pool {
@@ -361,6 +314,7 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
         return;
     }
     let _l = lock();
+    warm_gbm();
     let before = gl_image_counters();
     let fds_before = open_fds();
     let mut rng = Rng::new(13);
@@ -370,7 +324,7 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
         // A modifier the display cannot import (Intel X-tiling on a software driver):
         // refused before EGL is asked, counted, and the source is uploaded instead.
         let x_tiled = (1u64 << 56) | 1;
-        let mut src = dumb_image::<u8>(aligned(64, 32, PixelFormat::Yuyv, pinframe::DType::U8));
+        let mut src = drm_image::<u8>(aligned(64, 32, PixelFormat::Yuyv, pinframe::DType::U8));
         fill_random(&mut src, &mut rng);
         let l = src.layout().unwrap().clone().with_modifier(x_tiled);
         src.set_layout(l).unwrap();
@@ -386,11 +340,11 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
         let gs = g.gl_stats().unwrap();
         assert_eq!((gs.import_failures, gs.uploads), (2, 2), "{gs:?}");
         // A destination row that is not a multiple of 4 bytes is read back, not imported.
-        let mut odd = dumb_image::<u8>(
+        let mut odd = drm_image::<u8>(
             ImageLayout::tight(33, 8, PixelFormat::Rgb, pinframe::DType::U8).unwrap(),
         );
         let mut odd_ref = Tensor::<u8>::image(33, 8, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
-        let plain = dumb_image::<u8>(aligned(64, 32, PixelFormat::Yuyv, pinframe::DType::U8));
+        let plain = drm_image::<u8>(aligned(64, 32, PixelFormat::Yuyv, pinframe::DType::U8));
         g.convert(&plain, &mut odd).unwrap();
         c.convert(&plain, &mut odd_ref).unwrap();
         assert!(max_diff(&odd, &odd_ref) <= 2.0);
@@ -412,6 +366,7 @@ fn awkward_pitches_and_offsets_import_or_fall_back_without_leaks() {
         return;
     }
     let _l = lock();
+    warm_gbm();
     let before = gl_image_counters();
     let fds_before = open_fds();
     let mut rng = Rng::new(15);
@@ -444,7 +399,7 @@ fn awkward_pitches_and_offsets_import_or_fall_back_without_leaks() {
             .unwrap(),
         ];
         for l in cases {
-            let mut src = dumb_image::<u8>(l.clone());
+            let mut src = drm_image::<u8>(l.clone());
             fill_random(&mut src, &mut rng);
             let mut d = Tensor::<u8>::image(24, 24, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
             let mut r = Tensor::<u8>::image(24, 24, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
