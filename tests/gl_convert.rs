@@ -478,3 +478,34 @@ mod random_geometry {
         }
     }
 }
+
+#[test]
+fn full_hd_frames_letterboxed_like_the_bench() {
+    let Some(mut g) = gl("full_hd_frames_letterboxed_like_the_bench") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(7);
+    for sf in [PixelFormat::Yuyv, PixelFormat::Nv12] {
+        let src = ImageLayout::new(1920, 1080, sf).unwrap();
+        let bufs = random_buffers(&src, &mut rng, 0);
+        for (side, df, dt) in [
+            (640, PixelFormat::Rgb, DType::U8),
+            (416, PixelFormat::PlanarRgb, DType::F32),
+            (416, PixelFormat::PlanarRgb, DType::I8),
+        ] {
+            let dst = ImageLayout::tight(side, side, df, dt).unwrap();
+            let o = ConvertOptions {
+                fit: Fit::Letterbox { pad: [114; 3] },
+                normalize: if dt == DType::F32 {
+                    Normalize::IMAGENET
+                } else {
+                    Normalize::IDENTITY
+                },
+                ..Default::default()
+            };
+            let d = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
+            assert!(d <= TOLERANCE, "1080p {sf} -> {side} {df}/{dt}: {d}");
+        }
+    }
+}
