@@ -88,6 +88,10 @@ pub struct GlConfig {
     pub cache_capacity: usize,
     /// Import dma-buf tensors (zero copy); when false they are uploaded / read back.
     pub import_dma_buf: bool,
+    /// Upload host sources through a pixel-unpack buffer (PBO) instead of straight from
+    /// client memory. Off by default: on Mesa llvmpipe it only adds a copy, and no GPU
+    /// was available to measure where it helps.
+    pub pbo_uploads: bool,
 }
 
 impl Default for GlConfig {
@@ -96,6 +100,7 @@ impl Default for GlConfig {
             platform: None,
             cache_capacity: cache::DEFAULT_CAPACITY,
             import_dma_buf: true,
+            pbo_uploads: false,
         }
     }
 }
@@ -119,7 +124,7 @@ impl GlBackend {
             .map(|v| v.into_iter().map(fourcc_to_string).collect())
             .unwrap_or_default();
         let mut me = GlBackend {
-            renderer: Renderer::new(ctx.info.max_texture_size),
+            renderer: Renderer::new(ctx.info.max_texture_size, config.pbo_uploads),
             cache: ImageCache::new(config.cache_capacity),
             stats: GlStats::default(),
             config,

@@ -220,10 +220,12 @@ pub(crate) struct Renderer {
     taps: Option<(Vec<[f32; 4]>, u32, glow::Texture)>,
     scratch: Vec<u8>,
     max_texture_size: u32,
+    /// Upload through a pixel-unpack buffer (see `GlConfig::pbo_uploads`).
+    pbo: Option<Option<glow::Buffer>>,
 }
 
 impl Renderer {
-    pub(crate) fn new(max_texture_size: u32) -> Renderer {
+    pub(crate) fn new(max_texture_size: u32, pbo_uploads: bool) -> Renderer {
         Renderer {
             programs: HashMap::new(),
             vao: None,
@@ -232,6 +234,7 @@ impl Renderer {
             taps: None,
             scratch: Vec::new(),
             max_texture_size,
+            pbo: pbo_uploads.then_some(None),
         }
     }
 
@@ -279,6 +282,11 @@ impl Renderer {
             let tex = self.upload_texture(gl, i, spec)?;
             let plane = layout.planes()[spec.plane];
             let buf = buffers[plane.buffer];
+            if self.pbo.is_some() {
+                self.upload_through_pbo(gl, tex, spec, plane, buf)?;
+                out.push(tex);
+                continue;
+            }
             let row = spec.width as usize * spec.texel_bytes;
             let rows = spec.height as usize;
             // SAFETY: the context is current (caller); `tex` is a live texture of
@@ -320,6 +328,75 @@ impl Renderer {
         }
         check_error(gl, "uploading the source")?;
         Ok(out)
+    }
+
+    /// Uploads one plane through the pixel-unpack buffer: the rows are copied (tightly)
+    /// into a freshly orphaned buffer, then the texture is specified from it, which lets
+    /// drivers that can copy asynchronously do so.
+    fn upload_through_pbo(
+        &mut self,
+        gl: &glow::Context,
+        tex: glow::Texture,
+        spec: &PlaneTexture,
+        plane: crate::image::Plane,
+        buf: &[u8],
+    ) -> Result<()> {
+        let row = spec.width as usize * spec.texel_bytes;
+        let rows = spec.height as usize;
+        let len = row * rows;
+        let len_i32 = i32::try_from(len).map_err(|_| {
+            Error::Unsupported(format!("a {len}-byte plane is too large for a PBO"))
+        })?;
+        // SAFETY: the context is current (caller); the buffer is ours; the mapping is
+        // `len` bytes and every row copied into it is `row` bytes at `r * row`, read from
+        // `buf` at offsets validated against its length by `validate_buffers`; the buffer
+        // is unmapped before GL reads it and unbound afterwards.
+        unsafe {
+            let pbo = match self.pbo {
+                Some(Some(b)) => b,
+                _ => {
+                    let b = gl
+                        .create_buffer()
+                        .map_err(|e| Error::Gl(format!("glGenBuffers: {e}")))?;
+                    self.pbo = Some(Some(b));
+                    b
+                }
+            };
+            gl.bind_buffer(glow::PIXEL_UNPACK_BUFFER, Some(pbo));
+            gl.buffer_data_size(glow::PIXEL_UNPACK_BUFFER, len_i32, glow::STREAM_DRAW);
+            let p = gl.map_buffer_range(
+                glow::PIXEL_UNPACK_BUFFER,
+                0,
+                len_i32,
+                glow::MAP_WRITE_BIT | glow::MAP_INVALIDATE_BUFFER_BIT,
+            );
+            if p.is_null() {
+                gl.bind_buffer(glow::PIXEL_UNPACK_BUFFER, None);
+                check_error(gl, "glMapBufferRange")?;
+                return Err(Error::Gl("glMapBufferRange returned null".into()));
+            }
+            for r in 0..rows {
+                let s = plane.offset + r * plane.stride;
+                std::ptr::copy_nonoverlapping(buf[s..s + row].as_ptr(), p.add(r * row), row);
+            }
+            gl.unmap_buffer(glow::PIXEL_UNPACK_BUFFER);
+            gl.bind_texture(glow::TEXTURE_2D, Some(tex));
+            gl.pixel_store_i32(glow::UNPACK_ALIGNMENT, 1);
+            gl.pixel_store_i32(glow::UNPACK_ROW_LENGTH, 0);
+            gl.tex_sub_image_2d(
+                glow::TEXTURE_2D,
+                0,
+                0,
+                0,
+                spec.width as i32,
+                spec.height as i32,
+                spec.format(),
+                glow::UNSIGNED_BYTE,
+                glow::PixelUnpackData::BufferOffset(0),
+            );
+            gl.bind_buffer(glow::PIXEL_UNPACK_BUFFER, None);
+        }
+        Ok(())
     }
 
     fn upload_texture(
@@ -650,6 +727,9 @@ impl Renderer {
             }
             if let Some((_, _, tex)) = self.taps.take() {
                 gl.delete_texture(tex);
+            }
+            if let Some(Some(b)) = self.pbo.take() {
+                gl.delete_buffer(b);
             }
         }
     }

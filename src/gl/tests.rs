@@ -546,3 +546,35 @@ fn tensors_upload_and_read_back() {
         (1, 1, 0, 0)
     );
 }
+
+#[test]
+fn pbo_uploads_give_the_same_bytes() {
+    let Some(mut direct) = backend("pbo_uploads_give_the_same_bytes") else {
+        return;
+    };
+    let mut pbo = GlBackend::new(GlConfig {
+        pbo_uploads: true,
+        ..GlConfig::default()
+    })
+    .unwrap();
+    let mut rng = Rng(99);
+    for (sf, stride_pad) in [
+        (PixelFormat::Nv12, 0),
+        (PixelFormat::Yuyv, 6),
+        (PixelFormat::Rgb, 5),
+        (PixelFormat::I420, 3),
+    ] {
+        let base = ImageLayout::new(30, 20, sf).unwrap();
+        let sl =
+            ImageLayout::with_stride(30, 20, sf, DType::U8, base.planes()[0].stride + stride_pad)
+                .unwrap();
+        let sb = random_source(&mut rng, &sl);
+        let dl = ImageLayout::tight(17, 13, PixelFormat::Bgr, DType::U8).unwrap();
+        let opts = ConvertOptions::default();
+        let (_, a) = run(&mut direct, &opts, &sl, &sb, &dl);
+        let (plan, b) = run(&mut pbo, &opts, &sl, &sb, &dl);
+        assert_eq!(a, b, "{sf}: PBO and direct uploads differ");
+        assert!(compare(&plan, &opts, &sl, &sb, &dl, &b) <= 1.0);
+    }
+    assert_eq!(pbo.stats().uploads, 4);
+}
