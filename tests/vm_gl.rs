@@ -418,3 +418,121 @@ fn awkward_pitches_and_offsets_import_or_fall_back_without_leaks() {
     assert_eq!(after.destroyed_inside_guard, after.destroyed);
     assert_eq!(open_fds(), fds_before, "fds leaked");
 }
+
+/// The whole path on the guest: vivid captures YUYV frames straight into a pool of four
+/// GBM buffers (V4L2 DMABUF import); each frame is imported into GL, converted into a
+/// dma-buf destination and equals the CPU path; the pool is imported once per buffer.
+#[cfg(feature = "camera")]
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn camera_frames_go_to_a_dma_buf_tensor_without_copies() {
+    if skip_unless_vm("camera_frames_go_to_a_dma_buf_tensor_without_copies") {
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    use v4l::v4l_sys::*;
+    use v4l::v4l2::vidioc;
+    use v4l::video::Capture;
+    let _l = lock();
+    warm_gbm();
+    let before = gl_image_counters();
+    let fds_before = open_fds();
+    {
+        let path = std::env::var("PINFRAME_VM_VIDEO").unwrap_or_else(|_| "/dev/video0".into());
+        let dev = v4l::Device::with_path(&path).unwrap();
+        let mut fmt = dev.format().unwrap();
+        fmt.width = 640;
+        fmt.height = 480;
+        fmt.fourcc = v4l::FourCC::new(b"YUYV");
+        fmt.stride = 0;
+        let fmt = dev.set_format(&fmt).unwrap();
+        assert_eq!((fmt.width, fmt.height), (640, 480));
+        let layout = ImageLayout::with_stride(
+            640,
+            480,
+            PixelFormat::Yuyv,
+            pinframe::DType::U8,
+            fmt.stride as usize,
+        )
+        .unwrap();
+        let pool: Vec<Tensor<u8>> = (0..4).map(|_| drm_image(layout.clone())).collect();
+        let fd = dev.handle().fd();
+        let ioctl = |code, arg: *mut std::ffi::c_void| {
+            // SAFETY: every call below passes a pointer to the matching, initialised v4l2
+            // struct for `code`, alive for the call.
+            unsafe { v4l::v4l2::ioctl(fd, code, arg) }
+        };
+        // SAFETY: plain-old-data v4l2 structs; all-zero is a valid initial value.
+        let mut req: v4l2_requestbuffers = unsafe { std::mem::zeroed() };
+        req.count = 4;
+        req.type_ = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        req.memory = v4l2_memory_V4L2_MEMORY_DMABUF;
+        ioctl(vidioc::VIDIOC_REQBUFS, &mut req as *mut _ as *mut _).unwrap();
+        assert_eq!(req.count, 4);
+        let queue = |index: u32| {
+            // SAFETY: as above.
+            let mut buf: v4l2_buffer = unsafe { std::mem::zeroed() };
+            buf.index = index;
+            buf.type_ = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+            buf.memory = v4l2_memory_V4L2_MEMORY_DMABUF;
+            let t = &pool[index as usize];
+            buf.m.fd = t.fd().unwrap().as_raw_fd();
+            buf.length = t.buffer_len(0).unwrap() as u32;
+            ioctl(vidioc::VIDIOC_QBUF, &mut buf as *mut _ as *mut _).unwrap();
+        };
+        for i in 0..4 {
+            queue(i);
+        }
+        let mut ty = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        ioctl(vidioc::VIDIOC_STREAMON, &mut ty as *mut _ as *mut _).unwrap();
+        let mut g = gl();
+        let mut c = cpu();
+        let o = ConvertOptions {
+            fit: Fit::Letterbox { pad: [114; 3] },
+            ..Default::default()
+        };
+        let mut dst = drm_image::<u8>(aligned(320, 320, PixelFormat::Rgba, pinframe::DType::U8));
+        let mut reference =
+            Tensor::<u8>::image(320, 320, PixelFormat::Rgba, Some(Memory::Heap)).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for frame in 0..12 {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, alive for the call.
+            let ready = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+            assert_eq!(ready, 1, "no frame from vivid within 10 s");
+            // SAFETY: as above.
+            let mut buf: v4l2_buffer = unsafe { std::mem::zeroed() };
+            buf.type_ = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+            buf.memory = v4l2_memory_V4L2_MEMORY_DMABUF;
+            ioctl(vidioc::VIDIOC_DQBUF, &mut buf as *mut _ as *mut _).unwrap();
+            let src = &pool[buf.index as usize];
+            seen.insert(buf.index);
+            g.convert_with(src, &mut dst, &o).unwrap();
+            if frame % 4 == 0 {
+                c.convert_with(src, &mut reference, &o).unwrap();
+                let d = max_diff(&dst, &reference);
+                assert!(d <= 2.0, "frame {frame}: GL vs CPU differ by {d}");
+            }
+            queue(buf.index);
+        }
+        ioctl(vidioc::VIDIOC_STREAMOFF, &mut ty as *mut _ as *mut _).unwrap();
+        let s = g.stats();
+        eprintln!("camera: buffers used {seen:?}, {s:?}");
+        assert_eq!(s.uploads, 0, "{s:?}");
+        assert_eq!(s.readbacks, 0, "{s:?}");
+        // Each pool buffer that carried a frame, plus the destination, imported once.
+        assert_eq!(s.imports, seen.len() as u64 + 1, "{s:?}");
+        assert_eq!(s.cache_hits, 2 * 12 - s.imports, "{s:?}");
+        // Release the V4L2 queue's references before the buffers go.
+        req.count = 0;
+        ioctl(vidioc::VIDIOC_REQBUFS, &mut req as *mut _ as *mut _).unwrap();
+    }
+    let after = gl_image_counters();
+    assert_eq!(after.live(), before.live(), "EGL images leaked");
+    assert_eq!(after.destroyed_inside_guard, after.destroyed);
+    assert_eq!(open_fds(), fds_before, "fds leaked");
+}
