@@ -122,16 +122,19 @@ struct Chain {
     resized: Image<'static>,
     resizer: Resizer,
     content: (u32, u32, u32, u32),
+    out: Out,
+    side: u32,
 }
 
 impl Chain {
-    fn new(dst: u32, content: [u32; 4]) -> Self {
-        let _ = dst;
+    fn new(side: u32, content: [u32; 4], out: Out) -> Self {
         Chain {
             rgb: vec![0u8; (SRC_W * SRC_H * 3) as usize],
             resized: Image::new(content[2], content[3], PixelType::U8x3),
             resizer: Resizer::new(),
             content: (content[0], content[1], content[2], content[3]),
+            out,
+            side,
         }
     }
 
@@ -139,12 +142,11 @@ impl Chain {
         &mut self,
         format: PixelFormat,
         src: &[u8],
-        out: Out,
         dst_u8: &mut [u8],
         dst_f32: &mut [f32],
         dst_i8: &mut [i8],
-        side: u32,
     ) {
+        let (out, side) = (self.out, self.side);
         let (range, matrix) = (YuvRange::Limited, YuvStandardMatrix::Bt709);
         match format {
             PixelFormat::Yuyv => {
@@ -266,7 +268,7 @@ fn bench(c: &mut Criterion<CpuTime>) {
                     .unwrap()
                 };
                 let info = fused(&mut proc, &mut dst_u8, &mut dst_f32, &mut dst_i8);
-                let mut chain = Chain::new(side, info.content);
+                let mut chain = Chain::new(side, info.content, out);
 
                 let name = format!(
                     "{}-1920x1080-to-{side}-letterbox-{}",
@@ -286,17 +288,7 @@ fn bench(c: &mut Criterion<CpuTime>) {
                 });
                 group.bench_function("chain", |b| {
                     one_thread.install(|| {
-                        b.iter(|| {
-                            chain.run(
-                                format,
-                                &src,
-                                out,
-                                &mut dst_u8,
-                                &mut dst_f32,
-                                &mut dst_i8,
-                                side,
-                            )
-                        })
+                        b.iter(|| chain.run(format, &src, &mut dst_u8, &mut dst_f32, &mut dst_i8))
                     })
                 });
                 let mut copy = vec![0u8; src.len()];

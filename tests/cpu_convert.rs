@@ -320,6 +320,21 @@ fn cases() -> Vec<Case> {
             },
         },
     ];
+    // Large downscales: rows are sampled with four direct taps instead of a blend.
+    v.push(Case {
+        src: (97, 61),
+        dst: (5, 4),
+        o: ConvertOptions::default(),
+    });
+    v.push(Case {
+        src: (97, 61),
+        dst: (3, 7),
+        o: ConvertOptions {
+            rotation: Rotation::R270,
+            fit: lb,
+            ..Default::default()
+        },
+    });
     // Crops touching each border, with every rotation and flip.
     let crops = [
         Crop::new(0, 0, 30, 20),

@@ -17,7 +17,8 @@
 //!    The channels are interpolated separately: `s = lerp(lerp(p00, p10, fx), lerp(p01, p11, fx), fy)`.
 //! 4. The output channels (R, G, B, or one grey channel) are
 //!    `v = clamp(color_matrix[c][0..3] · s + color_matrix[c][3], 0, 255)`, clamped once.
-//! 5. Stored by the destination dtype: `u8` = `floor(v + 0.5)`; `i8` = that `u8` XOR 0x80;
+//! 5. Stored by the destination dtype: `u8` = `v` rounded to nearest (ties to even, as a
+//!    GPU's unorm conversion may; the tests allow ±1); `i8` = that `u8` XOR 0x80;
 //!    `f32`/`f16` = `v * norm_scale[c] + norm_bias[c]` (i.e. `(v/255 - mean)/std`, from the
 //!    unrounded `v`). Alpha channels get 255 (`u8`), 127 (`i8`) or 1.0 (float).
 //!

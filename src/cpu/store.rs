@@ -14,11 +14,18 @@ pub(crate) trait OutElement: Element + Copy {
     fn opaque() -> Self;
 }
 
+/// Rounds `v` in 0..=255 to the nearest integer (ties to even) with bit operations only,
+/// so the compiler vectorises it (a float→int `as` cast saturates, which it does not):
+/// adding 2^23 leaves `round(v)` in the low mantissa bits.
+#[inline(always)]
+fn round_to_u8(v: f32) -> u8 {
+    ((v + 8_388_608.0).to_bits() & 0xFF) as u8
+}
+
 impl OutElement for u8 {
     #[inline(always)]
     fn from_value(v: f32, _: f32, _: f32) -> Self {
-        // v is in 0..=255, so v + 0.5 truncates to round-half-up without overflow.
-        (v + 0.5) as u8
+        round_to_u8(v)
     }
     fn opaque() -> Self {
         255
@@ -28,7 +35,7 @@ impl OutElement for u8 {
 impl OutElement for i8 {
     #[inline(always)]
     fn from_value(v: f32, _: f32, _: f32) -> Self {
-        (((v + 0.5) as u8) ^ 0x80) as i8
+        (round_to_u8(v) ^ 0x80) as i8
     }
     fn opaque() -> Self {
         (255u8 ^ 0x80) as i8
