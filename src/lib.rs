@@ -19,3 +19,11 @@ pub use tensor::{
     Access, HostPin, MapGuard, MapGuardMut, Memory, Tensor, cpu_mapping_shared,
     with_cpu_mappings_excluded,
 };
+
+#[cfg(feature = "gl")]
+mod gl;
+#[cfg(feature = "gl")]
+pub use gl::{
+    EglPlatform, GlConfig, GlImageCounters, GlInfo, GlStats, PLATFORM_ENV as EGL_PLATFORM_ENV,
+    gl_image_counters,
+};

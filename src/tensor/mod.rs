@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, primary_nodes, render_nodes};
 pub use heap::HEAP_ALIGNMENT;
+#[cfg(feature = "gl")]
+pub(crate) use pin::cpu_mappings_excluded_now;
 pub use pin::{
     CpuMappingShared, HostPin, MmapOwner, cpu_mapping_shared, live_cpu_mappings,
     with_cpu_mappings_excluded,
@@ -417,6 +419,19 @@ impl<T: Element> Tensor<T> {
     /// The fd of buffer `index` of a multi-buffer image.
     pub fn buffer_fd(&self, index: usize) -> Option<BorrowedFd<'_>> {
         self.buffers.get(index).and_then(|b| b.fd())
+    }
+
+    /// A token alive exactly as long as buffer `index`'s memory (held by this tensor and
+    /// any pin over it). Caches keyed by buffer identity (the GL backend's EGL images) use
+    /// it to drop their entries together with the tensor.
+    #[cfg_attr(not(feature = "gl"), allow(dead_code))]
+    pub(crate) fn buffer_token(
+        &self,
+        index: usize,
+    ) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> =
+            Arc::downgrade(self.buffers.get(index)?) as _;
+        Some(weak)
     }
 
     /// Number of buffers (more than one only for multi-buffer images).
