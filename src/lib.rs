@@ -1,10 +1,26 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod convert;
+mod cpu;
 mod dtype;
 mod error;
 pub mod image;
+pub mod tensor;
 
+pub use convert::{
+    Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
+    Interpolation, Normalize, ProcessorStats, Rotation,
+};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
+pub use tensor::{
+    Access, HostPin, MapGuard, MapGuardMut, Memory, Tensor, cpu_mapping_shared,
+    with_cpu_mappings_excluded,
+};
+
+#[cfg(feature = "gl")]
+mod gl;
+#[cfg(feature = "gl")]
+pub use gl::{EglPlatform, GlConfig, GlImageCounters, GlInfo, GlStats, gl_image_counters};

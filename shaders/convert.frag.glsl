@@ -1,0 +1,179 @@
+// Fused resample + colour conversion + normalisation + packing.
+//
+// The render target is RGBA8: every texel holds 4 consecutive BYTES of one destination
+// row (of one plane for planar outputs), so any destination element type and layout
+// (3-byte RGB, CHW planes, i8, f16, f32) is produced by the GPU and read back, or
+// rendered into a dma-buf, without another pass. The source is sampled with texelFetch
+// only (exact bytes, no driver filtering or YUV sampler). The taps and bilinear weights
+// are the plan's own (computed once on the CPU in f64 and handed over as a table), so
+// the GL and CPU backends read the same source pixels with the same weights; the shader
+// interpolates in the source's own domain (replicated chroma), applies the plan's colour
+// matrix, clamps once, then normalises and packs (src/convert/plan.rs, rules 1-5).
+//
+// Exactly one SRC_* macro is defined by the program builder.
+precision highp float;
+precision highp int;
+precision highp sampler2D;
+
+uniform sampler2D u_plane0;
+uniform sampler2D u_plane1;
+uniform sampler2D u_plane2;
+
+// Geometry, straight from the plan: an RGBA32F table, row 0 for source columns and row 1
+// for source rows, each texel (i0, i1, weight of i1, 0) for one destination index (the
+// destination column, or the row when u_transposed). Taps are already clamped to the crop.
+uniform highp sampler2D u_taps;
+uniform int u_transposed;
+// Destination pixels that show the image: x0, y0, x1, y1 (exclusive); others get u_pad.
+uniform ivec4 u_valid;
+// Source byte selection (one-hot masks over a texel's 4 bytes).
+uniform vec4 u_sel0;   // packed 4:2:2: Y0; RGBA: R
+uniform vec4 u_sel1;   // packed 4:2:2: U;  RGBA: G; semi-planar: U (in .xy)
+uniform vec4 u_sel2;   // packed 4:2:2: Y1; RGBA: B
+uniform vec4 u_sel3;   // packed 4:2:2: V;  semi-planar: V (in .xy)
+uniform ivec3 u_rgb_pos; // 3-byte RGB sources: byte position of R, G, B
+uniform int u_chroma_vshift; // 1 for 4:2:0, 0 for 4:2:2
+// Colour, from the plan: output channel c = dot(u_colorN.xyz, s) + u_colorN.w.
+uniform vec4 u_color0;
+uniform vec4 u_color1;
+uniform vec4 u_color2;
+// Destination.
+uniform vec4 u_pad;       // 0..255 per output channel; .w unused
+uniform int u_dtype;      // 0 u8, 1 i8, 2 f16, 3 f32
+uniform int u_chans;      // elements per pixel in a packed row (1, 3, 4); 1 when planar
+uniform int u_planar;     // 1: target rows [p*h, (p+1)*h) are plane p
+uniform int u_height;     // destination height (rows per plane)
+uniform int u_width;      // destination width in pixels
+uniform ivec4 u_map;      // element c of a pixel (or plane c) -> output channel 0..2, 3 alpha
+uniform vec3 u_scale;     // float outputs: value = v * scale + bias, per output channel
+uniform vec3 u_bias;
+
+out vec4 o_bytes;
+
+#if defined(SRC_PACKED422)
+vec3 fetch_src(ivec2 p) {
+    vec4 t = texelFetch(u_plane0, ivec2(p.x >> 1, p.y), 0) * 255.0;
+    float y = ((p.x & 1) == 0) ? dot(t, u_sel0) : dot(t, u_sel2);
+    return vec3(y, dot(t, u_sel1), dot(t, u_sel3));
+}
+#elif defined(SRC_SEMIPLANAR)
+vec3 fetch_src(ivec2 p) {
+    float y = texelFetch(u_plane0, p, 0).r * 255.0;
+    vec2 c = texelFetch(u_plane1, ivec2(p.x >> 1, p.y >> u_chroma_vshift), 0).rg * 255.0;
+    return vec3(y, dot(c, u_sel1.xy), dot(c, u_sel3.xy));
+}
+#elif defined(SRC_PLANAR420)
+vec3 fetch_src(ivec2 p) {
+    ivec2 c = ivec2(p.x >> 1, p.y >> 1);
+    return vec3(texelFetch(u_plane0, p, 0).r, texelFetch(u_plane1, c, 0).r,
+                texelFetch(u_plane2, c, 0).r) * 255.0;
+}
+#elif defined(SRC_GREY)
+vec3 fetch_src(ivec2 p) {
+    return vec3(texelFetch(u_plane0, p, 0).r * 255.0);
+}
+#elif defined(SRC_RGB3)
+vec3 fetch_src(ivec2 p) {
+    int x = p.x * 3;
+    return vec3(texelFetch(u_plane0, ivec2(x + u_rgb_pos.x, p.y), 0).r,
+                texelFetch(u_plane0, ivec2(x + u_rgb_pos.y, p.y), 0).r,
+                texelFetch(u_plane0, ivec2(x + u_rgb_pos.z, p.y), 0).r) * 255.0;
+}
+#elif defined(SRC_RGBA4)
+vec3 fetch_src(ivec2 p) {
+    vec4 t = texelFetch(u_plane0, p, 0) * 255.0;
+    return vec3(dot(t, u_sel0), dot(t, u_sel1), dot(t, u_sel2));
+}
+#else
+#error "no SRC_* macro defined"
+#endif
+
+// Source-domain sample (Y,U,V or R,G,B in 0..255) at destination pixel (x, y).
+vec3 sample_src(int x, int y) {
+    ivec2 d = u_transposed == 1 ? ivec2(y, x) : ivec2(x, y);
+    vec4 tx = texelFetch(u_taps, ivec2(d.x, 0), 0);
+    vec4 ty = texelFetch(u_taps, ivec2(d.y, 1), 0);
+    ivec2 p0 = ivec2(int(tx.x), int(ty.x));
+    if (tx.z == 0.0 && ty.z == 0.0) {
+        return fetch_src(p0);
+    }
+    ivec2 p1 = ivec2(int(tx.y), int(ty.y));
+    vec3 s00 = fetch_src(p0);
+    vec3 s10 = fetch_src(ivec2(p1.x, p0.y));
+    vec3 s01 = fetch_src(ivec2(p0.x, p1.y));
+    vec3 s11 = fetch_src(p1);
+    vec3 top = s00 + (s10 - s00) * tx.z;
+    vec3 bot = s01 + (s11 - s01) * tx.z;
+    return top + (bot - top) * ty.z;
+}
+
+// The destination pixel (x, y): output channels in 0..255, clamped, unrounded.
+vec3 pixel(int x, int y) {
+    if (x < u_valid.x || y < u_valid.y || x >= u_valid.z || y >= u_valid.w) {
+        return u_pad.xyz;
+    }
+    vec3 s = sample_src(x, y);
+    vec3 v = vec3(dot(u_color0.xyz, s) + u_color0.w, dot(u_color1.xyz, s) + u_color1.w,
+                  dot(u_color2.xyz, s) + u_color2.w);
+    return clamp(v, 0.0, 255.0);
+}
+
+uint u8_of(float v) {
+    return uint(clamp(floor(v + 0.5), 0.0, 255.0));
+}
+
+void main() {
+    ivec2 frag = ivec2(gl_FragCoord.xy);
+    int row = frag.y;
+    int plane = 0;
+    if (u_planar == 1) {
+        plane = row / u_height;
+        row -= plane * u_height;
+    }
+    int elem_size = u_dtype == 3 ? 4 : (u_dtype == 2 ? 2 : 1);
+    int first = frag.x * 4 / elem_size;
+    int count = 4 / elem_size;
+    uint bytes = 0u;
+    int cached = -1;
+    vec3 px = vec3(0.0);
+    float vals[4];
+    for (int i = 0; i < 4; i++) {
+        vals[i] = 0.0;
+        if (i >= count) {
+            break;
+        }
+        int e = first + i;
+        int x = u_planar == 1 ? e : e / u_chans;
+        int c = u_planar == 1 ? u_map[plane] : u_map[e - (e / u_chans) * u_chans];
+        if (x >= u_width) {
+            break;
+        }
+        if (c == 3) {
+            // Alpha: opaque (255 as u8, 127 as i8, 1.0 as float).
+            bytes |= (u_dtype == 1 ? 127u : 255u) << uint(8 * i);
+            vals[i] = 1.0;
+            continue;
+        }
+        if (x != cached) {
+            px = pixel(x, row);
+            cached = x;
+        }
+        float v = px[c];
+        if (u_dtype <= 1) {
+            uint b = u8_of(v);
+            if (u_dtype == 1) {
+                b ^= 128u;
+            }
+            bytes |= b << uint(8 * i);
+        } else {
+            vals[i] = v * u_scale[c] + u_bias[c];
+        }
+    }
+    if (u_dtype == 3) {
+        bytes = floatBitsToUint(vals[0]);
+    } else if (u_dtype == 2) {
+        bytes = packHalf2x16(vec2(vals[0], vals[1]));
+    }
+    o_bytes = vec4(float(bytes & 255u), float((bytes >> 8) & 255u), float((bytes >> 16) & 255u),
+                   float(bytes >> 24)) / 255.0;
+}

@@ -1,0 +1,13 @@
+//! Conversion requests and their plan: what [`ImageProcessor`](crate::ImageProcessor)
+//! executes on every backend.
+
+mod options;
+pub mod plan;
+mod processor;
+
+pub use options::{
+    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
+    Rotation,
+};
+pub use plan::{Plan, SourceChannels, Taps};
+pub use processor::{Backend, ImageProcessor, ProcessorStats};

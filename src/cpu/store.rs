@@ -1,0 +1,130 @@
+//! Stage 2 of the fused kernel: colour conversion of the interpolated channels, one clamp,
+//! and the store in the destination's element type and layout.
+
+use half::f16;
+
+use crate::Element;
+use crate::convert::Plan;
+
+/// A destination element type the CPU backend writes (`u8`, `i8`, `f16`, `f32`).
+pub(crate) trait OutElement: Element + Copy {
+    /// Stores a clamped channel value `v` in 0..=255 (rule 5 of the plan).
+    fn from_value(v: f32, scale: f32, bias: f32) -> Self;
+    /// The value of an opaque alpha channel.
+    fn opaque() -> Self;
+}
+
+impl OutElement for u8 {
+    #[inline(always)]
+    fn from_value(v: f32, _: f32, _: f32) -> Self {
+        // v is in 0..=255, so v + 0.5 truncates to round-half-up without overflow.
+        (v + 0.5) as u8
+    }
+    fn opaque() -> Self {
+        255
+    }
+}
+
+impl OutElement for i8 {
+    #[inline(always)]
+    fn from_value(v: f32, _: f32, _: f32) -> Self {
+        (((v + 0.5) as u8) ^ 0x80) as i8
+    }
+    fn opaque() -> Self {
+        (255u8 ^ 0x80) as i8
+    }
+}
+
+impl OutElement for f32 {
+    #[inline(always)]
+    fn from_value(v: f32, scale: f32, bias: f32) -> Self {
+        v * scale + bias
+    }
+    fn opaque() -> Self {
+        1.0
+    }
+}
+
+impl OutElement for f16 {
+    #[inline(always)]
+    fn from_value(v: f32, scale: f32, bias: f32) -> Self {
+        f16::from_f32(v * scale + bias)
+    }
+    fn opaque() -> Self {
+        f16::ONE
+    }
+}
+
+/// `out[c][j] = clamp(matrix[c] · s[j] + offset, 0, 255)` for each output channel.
+pub(crate) fn colour(plan: &Plan, s: [&[f32]; 3], out: &mut [&mut [f32]]) {
+    for (c, o) in out.iter_mut().enumerate() {
+        let [m0, m1, m2, m3] = plan.color_matrix[c];
+        let n = o.len();
+        let (s0, s1, s2) = (&s[0][..n], &s[1][..n], &s[2][..n]);
+        for (j, v) in o.iter_mut().enumerate() {
+            let x = m0 * s0[j] + m1 * s1[j] + m2 * s2[j] + m3;
+            *v = x.clamp(0.0, 255.0);
+        }
+    }
+}
+
+/// Converts a channel row into destination elements, `dst[j * step] = v[j]`.
+#[inline(always)]
+pub(crate) fn store_channel<T: OutElement>(
+    v: &[f32],
+    scale: f32,
+    bias: f32,
+    dst: &mut [T],
+    step: usize,
+) {
+    if step == 1 {
+        for (d, &x) in dst.iter_mut().zip(v) {
+            *d = T::from_value(x, scale, bias);
+        }
+    } else {
+        for (d, &x) in dst.iter_mut().step_by(step).zip(v) {
+            *d = T::from_value(x, scale, bias);
+        }
+    }
+}
+
+/// Writes whole packed pixels of RGB(A) or grey data: `values[c]` is output channel `c`
+/// (R, G, B order), stored at `positions[c]` of each `bpp`-element pixel.
+pub(crate) fn store_packed<T: OutElement>(
+    plan: &Plan,
+    values: &[&mut [f32]],
+    dst: &mut [T],
+    bpp: usize,
+) {
+    let n = values[0].len();
+    let dst = &mut dst[..n * bpp];
+    match (values.len(), bpp, plan.dst_alpha_position) {
+        (3, 3, None) => {
+            let [p0, p1, p2] = plan.dst_channel_positions;
+            let (s, b) = (plan.norm_scale, plan.norm_bias);
+            let (v0, v1, v2) = (&values[0][..n], &values[1][..n], &values[2][..n]);
+            for (j, px) in dst.chunks_exact_mut(3).enumerate() {
+                px[p0] = T::from_value(v0[j], s[0], b[0]);
+                px[p1] = T::from_value(v1[j], s[1], b[1]);
+                px[p2] = T::from_value(v2[j], s[2], b[2]);
+            }
+        }
+        _ => {
+            for (c, v) in values.iter().enumerate() {
+                let pos = plan.dst_channel_positions[c];
+                store_channel(
+                    v,
+                    plan.norm_scale[c],
+                    plan.norm_bias[c],
+                    &mut dst[pos..],
+                    bpp,
+                );
+            }
+            if let Some(a) = plan.dst_alpha_position {
+                for px in dst.chunks_exact_mut(bpp) {
+                    px[a] = T::opaque();
+                }
+            }
+        }
+    }
+}

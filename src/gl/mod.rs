@@ -1,0 +1,471 @@
+//! The OpenGL ES backend.
+//!
+//! # Threading
+//!
+//! A [`GlBackend`] owns one EGL context. The context is made current on the calling
+//! thread at the start of every call that touches GL and released before the call
+//! returns (also on error paths), so the backend — and the `ImageProcessor` holding it —
+//! is `Send` and may move between threads freely; it is not `Sync` (`&mut self` calls).
+//! Two backends in one process share the EGL display (reference counted) but not
+//! contexts.
+//!
+//! # Outputs and the extensions they need
+//!
+//! Every destination (packed RGB/BGR 3-byte, RGBA/BGRA, grey, planar CHW; u8, i8, f16,
+//! f32) is produced by one fused pass into an `RGBA8` render target that holds the
+//! destination's *bytes* (see `shaders/convert.frag.glsl`), so none of them needs a
+//! float render target or any extension: plain GLES 3.0 suffices (f16 uses
+//! `packHalf2x16`, f32 `floatBitsToUint`, the tap table an `RGBA32F` texture read with
+//! `texelFetch`). Zero-copy needs `EGL_EXT_image_dma_buf_import` plus
+//! `GL_OES_EGL_image` (sources: every plane imported as `R8`, `GR88` or `AB24`;
+//! destinations: rows imported as `AB24` when a row is a multiple of 4 bytes), and
+//! `EGL_EXT_image_dma_buf_import_modifiers` for non-linear modifiers. Where a
+//! destination cannot be imported the result is read back into its mapping instead
+//! (counted in `readbacks`); a source the driver refuses is uploaded (counted in
+//! `uploads` and `import_failures`).
+
+mod cache;
+mod egl;
+mod import;
+mod program;
+mod render;
+
+pub use egl::{EglPlatform, GlInfo, PLATFORM_ENV};
+pub use import::{GlImageCounters, gl_image_counters};
+
+use std::os::fd::BorrowedFd;
+
+use glow::HasContext;
+
+use crate::convert::Plan;
+use crate::image::{ImageLayout, fourcc_to_string};
+use crate::tensor::{Memory, Tensor};
+use crate::{Element, Error, Result};
+
+use cache::{ImageCache, ImageKey, Lookup};
+use egl::GlContext;
+use import::ImportSpec;
+use render::{Draw, Renderer, TargetShape};
+
+/// Counters of the GL backend's work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GlStats {
+    /// Conversions drawn.
+    pub draws: u64,
+    /// Source or destination buffers newly imported as EGL images (one per buffer,
+    /// whatever its plane count).
+    pub imports: u64,
+    /// Buffers whose EGL images came from the cache.
+    pub cache_hits: u64,
+    /// Host sources uploaded into textures.
+    pub uploads: u64,
+    /// Destinations read back into mapped memory.
+    pub readbacks: u64,
+    /// Dma-buf sources or destinations the driver refused to import (then uploaded or
+    /// read back instead).
+    pub import_failures: u64,
+    /// EGL images the cache holds now.
+    pub live_images: u64,
+}
+
+/// Options of the GL backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlConfig {
+    /// Force one EGL platform (default: [`PLATFORM_ENV`], else GBM → device →
+    /// surfaceless).
+    pub platform: Option<EglPlatform>,
+    /// Bound on cached EGL images (each plane of each buffer is one).
+    pub cache_capacity: usize,
+    /// Import dma-buf tensors (zero copy); when false they are uploaded / read back.
+    pub import_dma_buf: bool,
+}
+
+impl Default for GlConfig {
+    fn default() -> Self {
+        GlConfig {
+            platform: None,
+            cache_capacity: cache::DEFAULT_CAPACITY,
+            import_dma_buf: true,
+        }
+    }
+}
+
+/// The GL backend: a context, its programs, textures and EGL image cache.
+pub(crate) struct GlBackend {
+    renderer: Renderer,
+    cache: ImageCache,
+    stats: GlStats,
+    config: GlConfig,
+    last_draw: Option<(Plan, Draw)>,
+    // Declared last; its objects are deleted in `Drop` while it is current.
+    ctx: GlContext,
+}
+
+impl GlBackend {
+    /// Starts the backend.
+    pub(crate) fn new(config: GlConfig) -> Result<GlBackend> {
+        let ctx = GlContext::new(config.platform)?;
+        let mut me = GlBackend {
+            renderer: Renderer::new(ctx.info.max_texture_size),
+            cache: ImageCache::new(config.cache_capacity),
+            stats: GlStats::default(),
+            config,
+            last_draw: None,
+            ctx,
+        };
+        {
+            let cur = me.ctx.current()?;
+            me.renderer.warm_up(cur.gl())?;
+        }
+        Ok(me)
+    }
+
+    /// What the backend runs on.
+    pub(crate) fn info(&self) -> &GlInfo {
+        &self.ctx.info
+    }
+
+    /// The DRM fourccs the display imports, when it can say.
+    pub(crate) fn dma_buf_formats(&self) -> Option<Vec<String>> {
+        import::supported_formats(&self.ctx)
+            .map(|v| v.into_iter().map(fourcc_to_string).collect())
+    }
+
+    /// Counters so far (dead cache entries are released first, so `live_images` is
+    /// exact).
+    pub(crate) fn stats(&mut self) -> GlStats {
+        if self.cache.has_dead() {
+            if let Ok(cur) = self.ctx.current() {
+                self.cache.prune(cur.gl());
+            }
+        }
+        self.stats.live_images = self.cache.live_images() as u64;
+        self.stats
+    }
+
+    fn draw_for(&mut self, plan: &Plan) -> Draw {
+        match &self.last_draw {
+            Some((p, d)) if p == plan => d.clone(),
+            _ => {
+                let d = Draw::from_plan(plan);
+                self.last_draw = Some((plan.clone(), d.clone()));
+                d
+            }
+        }
+    }
+
+    /// Converts `src` into `dst` as `plan` says. Dma-buf tensors are imported (cached),
+    /// others uploaded / read back.
+    pub(crate) fn convert<T: Element>(
+        &mut self,
+        plan: &Plan,
+        src: &Tensor<u8>,
+        dst: &mut Tensor<T>,
+    ) -> Result<()> {
+        let src_layout = image_layout(src.layout(), "source")?.clone();
+        let dst_layout = image_layout(dst.layout(), "destination")?.clone();
+        check_plan(plan, &src_layout, &dst_layout)?;
+        let shape = render::target_shape(&dst_layout)?;
+        let specs = render::source_textures(&src_layout)?;
+        let draw = self.draw_for(plan);
+        let import = self.config.import_dma_buf && self.ctx.info.dma_buf_import;
+        let cur = self.ctx.current()?;
+        let gl = cur.gl();
+        if self.cache.has_dead() {
+            self.cache.prune(gl);
+        }
+
+        // Source: imported planes, or an upload of the mapped bytes.
+        let mut textures = None;
+        if import && src.memory() == Memory::Dma {
+            match import_source(&self.ctx, gl, &mut self.cache, src, &src_layout, &specs) {
+                Ok((tex, fresh)) => {
+                    if fresh {
+                        self.stats.imports += 1;
+                    } else {
+                        self.stats.cache_hits += 1;
+                    }
+                    textures = Some(tex);
+                }
+                Err(e) => {
+                    self.stats.import_failures += 1;
+                    log::warn!("GL: dma-buf source not imported, uploading instead: {e}");
+                }
+            }
+        }
+        let textures = match textures {
+            Some(t) => t,
+            None => {
+                let map = src.map()?;
+                let mut bufs: [&[u8]; 3] = [&[]; 3];
+                for (i, b) in bufs.iter_mut().enumerate().take(src_layout.buffer_count()) {
+                    *b = map.buffer_bytes(i);
+                }
+                let t = self.renderer.upload(
+                    gl,
+                    &src_layout,
+                    &bufs[..src_layout.buffer_count()],
+                )?;
+                self.stats.uploads += 1;
+                t
+            }
+        };
+
+        // Destination: an imported render target, or our own target read back.
+        let mut target = None;
+        if import && dst.memory() == Memory::Dma {
+            match import_target(&self.ctx, gl, &mut self.cache, dst, &dst_layout, &shape) {
+                Ok(Some((fbo, fresh))) => {
+                    if fresh {
+                        self.stats.imports += 1;
+                    } else {
+                        self.stats.cache_hits += 1;
+                    }
+                    target = Some(fbo);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.stats.import_failures += 1;
+                    log::warn!("GL: dma-buf destination not imported, reading back instead: {e}");
+                }
+            }
+        }
+        match target {
+            Some(fbo) => {
+                self.renderer
+                    .draw(gl, &draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
+                self.stats.draws += 1;
+                // The dma-buf must hold the result when convert returns.
+                // SAFETY: the context is current.
+                unsafe { gl.finish() };
+                render::check_error(gl, "finishing the conversion")?;
+            }
+            None => {
+                let fbo = self.renderer.own_target(gl, &shape)?;
+                self.renderer
+                    .draw(gl, &draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
+                self.stats.draws += 1;
+                let mut map = dst.map_mut()?;
+                let mut sink = GuardSink(&mut map);
+                self.renderer
+                    .read_back(gl, fbo, &dst_layout, &shape, &mut sink)?;
+                self.stats.readbacks += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Converts host bytes (one slice per buffer of each layout): upload, draw, read
+    /// back. Used by the unit tests and for callers without tensors.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn convert_bytes(
+        &mut self,
+        plan: &Plan,
+        src_layout: &ImageLayout,
+        src: &[&[u8]],
+        dst_layout: &ImageLayout,
+        dst: &mut [&mut [u8]],
+    ) -> Result<()> {
+        check_plan(plan, src_layout, dst_layout)?;
+        let shape = render::target_shape(dst_layout)?;
+        render::source_textures(src_layout)?;
+        let draw = self.draw_for(plan);
+        let cur = self.ctx.current()?;
+        let gl = cur.gl();
+        let textures = self.renderer.upload(gl, src_layout, src)?;
+        self.stats.uploads += 1;
+        let fbo = self.renderer.own_target(gl, &shape)?;
+        self.renderer
+            .draw(gl, &draw, src_layout, &textures, dst_layout, &shape, fbo)?;
+        self.stats.draws += 1;
+        let mut sink = SliceSink(dst);
+        self.renderer
+            .read_back(gl, fbo, dst_layout, &shape, &mut sink)?;
+        self.stats.readbacks += 1;
+        Ok(())
+    }
+}
+
+impl Drop for GlBackend {
+    fn drop(&mut self) {
+        match self.ctx.current() {
+            Ok(cur) => {
+                self.cache.clear(cur.gl());
+                self.renderer.delete(cur.gl());
+            }
+            Err(e) => log::error!("GL backend dropped without its context: {e}"),
+        }
+    }
+}
+
+fn image_layout<'a>(l: Option<&'a ImageLayout>, what: &str) -> Result<&'a ImageLayout> {
+    l.ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "the {what} tensor has no image layout (create it with Tensor::image or with_layout)"
+        ))
+    })
+}
+
+fn check_plan(plan: &Plan, src: &ImageLayout, dst: &ImageLayout) -> Result<()> {
+    if (plan.src_width, plan.src_height, plan.src_format)
+        != (src.width(), src.height(), src.format())
+        || (plan.dst_width, plan.dst_height, plan.dst_format, plan.dst_dtype)
+            != (dst.width(), dst.height(), dst.format(), dst.dtype())
+    {
+        return Err(Error::InvalidArgument(format!(
+            "the plan was made for {}x{} {} -> {}x{} {}/{}, not {src:?} -> {dst:?}",
+            plan.src_width,
+            plan.src_height,
+            plan.src_format,
+            plan.dst_width,
+            plan.dst_height,
+            plan.dst_format,
+            plan.dst_dtype
+        )));
+    }
+    Ok(())
+}
+
+/// Destination bytes by buffer index.
+pub(crate) trait ByteSink {
+    fn buffer(&mut self, index: usize) -> &mut [u8];
+    fn lens(&mut self, count: usize) -> Vec<usize> {
+        (0..count).map(|i| self.buffer(i).len()).collect()
+    }
+}
+
+struct SliceSink<'a, 'b>(&'a mut [&'b mut [u8]]);
+impl ByteSink for SliceSink<'_, '_> {
+    fn buffer(&mut self, index: usize) -> &mut [u8] {
+        match self.0.get_mut(index) {
+            Some(b) => b,
+            None => &mut [],
+        }
+    }
+}
+
+struct GuardSink<'a, 'b, T: Element>(&'a mut crate::tensor::MapGuardMut<'b, T>);
+impl<T: Element> ByteSink for GuardSink<'_, '_, T> {
+    fn buffer(&mut self, index: usize) -> &mut [u8] {
+        self.0.buffer_bytes_mut(index)
+    }
+}
+
+fn buffer_fd<'a, T: Element>(t: &'a Tensor<T>, buffer: usize) -> Result<BorrowedFd<'a>> {
+    t.buffer_fd(buffer)
+        .ok_or_else(|| Error::InvalidFd(format!("buffer {buffer} of a dma-buf tensor has no fd")))
+}
+
+/// Imports (or finds) every plane of a dma-buf source; true when anything was new.
+fn import_source(
+    ctx: &GlContext,
+    gl: &glow::Context,
+    cache: &mut ImageCache,
+    src: &Tensor<u8>,
+    layout: &ImageLayout,
+    specs: &[render::PlaneTexture],
+) -> Result<(Vec<glow::Texture>, bool)> {
+    let mut out = Vec::with_capacity(specs.len());
+    let mut fresh = false;
+    for s in specs {
+        let plane = layout.planes()[s.plane];
+        let fd = buffer_fd(src, plane.buffer)?;
+        let spec = ImportSpec {
+            width: s.width,
+            height: s.height,
+            fourcc: s.drm_fourcc(),
+            offset: plane.offset,
+            pitch: plane.stride,
+            modifier: layout.modifier(),
+            render_target: false,
+        };
+        let key = ImageKey::new(fd, spec)?;
+        match cache.get(&key) {
+            Lookup::Hit(i) => out.push(i.texture),
+            Lookup::Refused => {
+                return Err(Error::Unsupported(format!(
+                    "the driver refused this buffer before ({:?})",
+                    spec
+                )));
+            }
+            Lookup::Miss => {
+                let token = src
+                    .buffer_token(plane.buffer)
+                    .ok_or_else(|| Error::InvalidFd("source buffer vanished".into()))?;
+                match import::import(ctx, gl, fd, &spec) {
+                    Ok(i) => {
+                        out.push(i.texture);
+                        cache.insert(gl, key, Some(i), token);
+                        fresh = true;
+                    }
+                    Err(e) => {
+                        cache.insert(gl, key, None, token);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+    Ok((out, fresh))
+}
+
+/// Imports (or finds) a dma-buf destination as a render target. `Ok(None)` when its
+/// layout cannot be expressed as one `AB24` image (rows not a multiple of 4 bytes, or
+/// planes not contiguous): then it is read back instead.
+fn import_target<T: Element>(
+    ctx: &GlContext,
+    gl: &glow::Context,
+    cache: &mut ImageCache,
+    dst: &Tensor<T>,
+    layout: &ImageLayout,
+    shape: &TargetShape,
+) -> Result<Option<(glow::Framebuffer, bool)>> {
+    let planes = layout.planes();
+    let p0 = planes[0];
+    let h = layout.height() as usize;
+    let contiguous = (1..shape.planes).all(|i| {
+        planes[i].buffer == p0.buffer
+            && planes[i].stride == p0.stride
+            && planes[i].offset == p0.offset + i * h * p0.stride
+    });
+    if shape.row_bytes % 4 != 0 || p0.stride % 4 != 0 || !contiguous {
+        log::debug!("GL: destination {layout:?} is not importable as AB24 rows; reading back");
+        return Ok(None);
+    }
+    let fd = buffer_fd(dst, p0.buffer)?;
+    let spec = ImportSpec {
+        width: shape.width,
+        height: shape.rows,
+        fourcc: crate::image::fourcc(b"AB24"),
+        offset: p0.offset,
+        pitch: p0.stride,
+        modifier: layout.modifier(),
+        render_target: true,
+    };
+    let key = ImageKey::new(fd, spec)?;
+    match cache.get(&key) {
+        Lookup::Hit(i) => Ok(i.fbo.map(|f| (f, false))),
+        Lookup::Refused => Err(Error::Unsupported(
+            "the driver refused this destination before".into(),
+        )),
+        Lookup::Miss => {
+            let token = dst
+                .buffer_token(p0.buffer)
+                .ok_or_else(|| Error::InvalidFd("destination buffer vanished".into()))?;
+            match import::import(ctx, gl, fd, &spec) {
+                Ok(i) => {
+                    let fbo = i.fbo;
+                    cache.insert(gl, key, Some(i), token);
+                    Ok(fbo.map(|f| (f, true)))
+                }
+                Err(e) => {
+                    cache.insert(gl, key, None, token);
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

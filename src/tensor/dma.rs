@@ -1,0 +1,330 @@
+//! DMA-BUF memory: allocation (dma-heap → udmabuf → GBM), detection, and PRIME attachment.
+//!
+//! Heap order: `PINFRAME_DMA_HEAPS` (comma-separated heap names under `/dev/dma_heap/`)
+//! when set, else [`DEFAULT_DMA_HEAPS`]: contiguous CMA heaps first (what camera ISPs,
+//! display controllers and NPUs without an IOMMU need), then the system heap.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::{Arc, OnceLock};
+
+use nix::fcntl::SealFlag;
+
+use crate::{Error, Result};
+
+/// Dma-heap names tried in order when `PINFRAME_DMA_HEAPS` is not set.
+pub const DEFAULT_DMA_HEAPS: [&str; 4] = ["linux,cma", "reserved", "default_cma_region", "system"];
+
+/// `statfs` magic of the dma-buf pseudo filesystem.
+const DMA_BUF_MAGIC: libc::c_long = 0x444d_4142;
+
+#[repr(C)]
+struct DmaHeapAllocationData {
+    len: u64,
+    fd: u32,
+    fd_flags: u32,
+    heap_flags: u64,
+}
+nix::ioctl_readwrite!(dma_heap_ioctl_alloc, b'H', 0, DmaHeapAllocationData);
+
+#[repr(C)]
+struct UdmabufCreate {
+    memfd: u32,
+    flags: u32,
+    offset: u64,
+    size: u64,
+}
+const UDMABUF_FLAGS_CLOEXEC: u32 = 0x01;
+nix::ioctl_write_ptr!(udmabuf_create, b'u', 0x42, UdmabufCreate);
+
+#[repr(C)]
+struct DrmPrimeHandle {
+    handle: u32,
+    flags: u32,
+    fd: i32,
+}
+nix::ioctl_readwrite!(drm_ioctl_prime_fd_to_handle, b'd', 0x2e, DrmPrimeHandle);
+
+#[repr(C)]
+struct DrmGemClose {
+    handle: u32,
+    pad: u32,
+}
+nix::ioctl_write_ptr!(drm_ioctl_gem_close, b'd', 0x09, DrmGemClose);
+
+/// Which route produced a self-allocated dma-buf.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DmaRoute {
+    /// A dma-heap, by name (`/dev/dma_heap/<name>`).
+    Heap(String),
+    /// `/dev/udmabuf` over a sealed memfd.
+    Udmabuf,
+    /// A linear GBM buffer on a DRM render node, by path.
+    Gbm(String),
+}
+
+/// True if `fd` refers to a dma-buf.
+pub(crate) fn is_dmabuf(fd: BorrowedFd<'_>) -> bool {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: fstatfs writes a statfs struct into the provided buffer on success.
+    let rc = unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) };
+    // SAFETY: rc == 0 means fstatfs initialised the struct.
+    rc == 0 && unsafe { st.assume_init() }.f_type as libc::c_long == DMA_BUF_MAGIC
+}
+
+/// The dma-heap names to try, in order.
+pub fn dma_heap_order() -> Vec<String> {
+    match std::env::var("PINFRAME_DMA_HEAPS") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        _ => DEFAULT_DMA_HEAPS.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// Allocates a dma-buf of at least `len` bytes through the first route that works. On
+/// failure the error lists every route tried and why it failed.
+pub(crate) fn allocate(len: usize) -> Result<(OwnedFd, DmaRoute)> {
+    let page = page_size();
+    let len = len
+        .checked_next_multiple_of(page)
+        .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
+    let mut tried = Vec::new();
+    for name in dma_heap_order() {
+        let path = format!("/dev/dma_heap/{name}");
+        match alloc_from_heap(&path, len) {
+            Ok(fd) => return Ok((fd, DmaRoute::Heap(name))),
+            Err(e) => tried.push(format!("{path}: {e}")),
+        }
+    }
+    match alloc_udmabuf(len) {
+        Ok(fd) => return Ok((fd, DmaRoute::Udmabuf)),
+        Err(e) => tried.push(format!("/dev/udmabuf: {e}")),
+    }
+    match alloc_gbm(len) {
+        Ok((fd, node)) => return Ok((fd, DmaRoute::Gbm(node))),
+        Err(e) => tried.push(format!("GBM: {e}")),
+    }
+    Err(Error::MemoryUnavailable {
+        requested: "DMA",
+        tried,
+    })
+}
+
+/// Allocates a dma-buf of at least `len` bytes through one given route only
+/// (`DmaRoute::Gbm` with an empty path means the first render node that works).
+pub(crate) fn allocate_via(len: usize, route: &DmaRoute) -> Result<(OwnedFd, DmaRoute)> {
+    let len = len
+        .checked_next_multiple_of(page_size())
+        .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
+    let result = match route {
+        DmaRoute::Heap(name) => alloc_from_heap(&format!("/dev/dma_heap/{name}"), len)
+            .map(|fd| (fd, route.clone())),
+        DmaRoute::Udmabuf => alloc_udmabuf(len).map(|fd| (fd, DmaRoute::Udmabuf)),
+        DmaRoute::Gbm(_) => alloc_gbm(len).map(|(fd, node)| (fd, DmaRoute::Gbm(node))),
+    };
+    result.map_err(|e| Error::MemoryUnavailable {
+        requested: "DMA",
+        tried: vec![format!("{route:?}: {e}")],
+    })
+}
+
+fn describe_open_error(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn alloc_from_heap(path: &str, len: usize) -> std::result::Result<OwnedFd, String> {
+    let heap = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| describe_open_error(&e))?;
+    let mut data = DmaHeapAllocationData {
+        len: len as u64,
+        fd: 0,
+        fd_flags: (libc::O_RDWR | libc::O_CLOEXEC) as u32,
+        heap_flags: 0,
+    };
+    // SAFETY: `data` is a valid dma_heap_allocation_data for the duration of the call.
+    unsafe { dma_heap_ioctl_alloc(heap.as_raw_fd(), &mut data) }
+        .map_err(|e| format!("DMA_HEAP_IOCTL_ALLOC of {len} bytes: {e}"))?;
+    // SAFETY: on success the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(data.fd as i32) })
+}
+
+fn alloc_udmabuf(len: usize) -> std::result::Result<OwnedFd, String> {
+    let dev = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/udmabuf")
+        .map_err(|e| describe_open_error(&e))?;
+    let memfd =
+        super::shm::create_memfd(c"pinframe-udmabuf", len, false).map_err(|e| e.to_string())?;
+    // udmabuf requires F_SEAL_SHRINK (the pages must not go away) and forbids F_SEAL_WRITE.
+    super::shm::add_seals(memfd.as_fd(), SealFlag::F_SEAL_SHRINK).map_err(|e| e.to_string())?;
+    let create = UdmabufCreate {
+        memfd: memfd.as_raw_fd() as u32,
+        flags: UDMABUF_FLAGS_CLOEXEC,
+        offset: 0,
+        size: len as u64,
+    };
+    // SAFETY: `create` is a valid udmabuf_create struct for the duration of the call.
+    let fd = unsafe { udmabuf_create(dev.as_raw_fd(), &create) }
+        .map_err(|e| format!("UDMABUF_CREATE of {len} bytes: {e}"))?;
+    // SAFETY: on success the ioctl returns a new dma-buf fd that nothing else owns. The
+    // dma-buf holds its own references to the memfd's pages, so the memfd may close.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// DRM render nodes, in number order.
+pub fn render_nodes() -> Vec<String> {
+    let mut nodes: Vec<String> = std::fs::read_dir("/dev/dri")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("renderD"))
+                .map(|n| format!("/dev/dri/{n}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    nodes.sort();
+    nodes
+}
+
+#[cfg(feature = "gbm")]
+fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
+    use gbm::{BufferObjectFlags, Format};
+    let nodes = render_nodes();
+    if nodes.is_empty() {
+        return Err("no DRM render node in /dev/dri".into());
+    }
+    // Allocate a linear 32-bit buffer 1024 pixels (4096 bytes) wide and tall enough to
+    // hold `len` bytes: every GBM backend supports that format, unlike R8.
+    const ROW_BYTES: usize = 4096;
+    let height = u32::try_from(len.div_ceil(ROW_BYTES))
+        .map_err(|_| format!("{len} bytes is too large for a GBM buffer"))?;
+    let mut errors = Vec::new();
+    for node in nodes {
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&node)
+        {
+            Ok(f) => f,
+            Err(e) => {
+                errors.push(format!("{node}: {}", describe_open_error(&e)));
+                continue;
+            }
+        };
+        let device = match gbm::Device::new(file) {
+            Ok(d) => d,
+            Err(e) => {
+                errors.push(format!("{node}: gbm_create_device: {e}"));
+                continue;
+            }
+        };
+        let flags = [
+            BufferObjectFlags::LINEAR | BufferObjectFlags::RENDERING,
+            BufferObjectFlags::LINEAR,
+        ];
+        let mut last = String::new();
+        for usage in flags {
+            match device.create_buffer_object::<()>(1024, height, Format::Argb8888, usage) {
+                Ok(bo) => {
+                    let fd = bo.fd().map_err(|e| format!("{node}: gbm_bo_get_fd: {e}"))?;
+                    // The dma-buf holds its own reference: dropping the bo and device is fine.
+                    return Ok((fd, node));
+                }
+                Err(e) => last = format!("gbm_bo_create({usage:?}): {e}"),
+            }
+        }
+        errors.push(format!("{node}: {last}"));
+    }
+    Err(errors.join(", "))
+}
+
+#[cfg(not(feature = "gbm"))]
+fn alloc_gbm(_len: usize) -> std::result::Result<(OwnedFd, String), String> {
+    Err("not compiled in (enable the `gbm` feature)".into())
+}
+
+/// The process's shared render-node fd used for PRIME attachments, if any node opens.
+fn attach_device() -> Option<Arc<File>> {
+    static DEVICE: OnceLock<Option<Arc<File>>> = OnceLock::new();
+    DEVICE
+        .get_or_init(|| {
+            render_nodes().into_iter().find_map(|node| {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_CLOEXEC)
+                    .open(node)
+                    .ok()
+                    .map(Arc::new)
+            })
+        })
+        .clone()
+}
+
+/// A dma-buf imported into a DRM device (a GEM handle), so that the exporter sees an
+/// attachment: CMA heaps only do cache maintenance in `DMA_BUF_IOCTL_SYNC` for attached
+/// buffers. The handle is closed when this drops.
+pub(crate) struct PrimeAttachment {
+    device: Arc<File>,
+    handle: u32,
+}
+
+impl PrimeAttachment {
+    /// Attaches a self-allocated dma-buf to the first render node, if there is one.
+    /// Only for buffers pinframe allocated itself: GEM handles are shared per dma-buf per
+    /// DRM file, so attaching a buffer someone else also attached would let one close
+    /// detach both.
+    pub(crate) fn attach(fd: BorrowedFd<'_>) -> Option<Self> {
+        let device = attach_device()?;
+        let mut arg = DrmPrimeHandle {
+            handle: 0,
+            flags: 0,
+            fd: fd.as_raw_fd(),
+        };
+        // SAFETY: `arg` is a valid drm_prime_handle for the duration of the call.
+        match unsafe { drm_ioctl_prime_fd_to_handle(device.as_raw_fd(), &mut arg) } {
+            Ok(_) => Some(PrimeAttachment {
+                device,
+                handle: arg.handle,
+            }),
+            Err(e) => {
+                log::debug!("PRIME attach of a dma-buf to the render node failed: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for PrimeAttachment {
+    fn drop(&mut self) {
+        let arg = DrmGemClose {
+            handle: self.handle,
+            pad: 0,
+        };
+        // SAFETY: the handle was returned by PRIME_FD_TO_HANDLE on this device and is closed
+        // once, here.
+        if let Err(e) = unsafe { drm_ioctl_gem_close(self.device.as_raw_fd(), &arg) } {
+            log::warn!("DRM_IOCTL_GEM_CLOSE failed: {e}");
+        }
+    }
+}
+
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 { v as usize } else { 4096 }
+}

@@ -1,0 +1,273 @@
+//! CPU mappings: the process-wide mapping guard, [`MmapOwner`] (a mapping unmapped exactly
+//! once) and [`HostPin`] (a stable host address that keeps its buffer alive).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use super::storage::BufferStorage;
+use crate::{DType, Error, Result};
+
+/// The process-wide CPU-mapping guard. Every `mmap`/`munmap` pinframe makes, and the start
+/// of every CPU map guard, holds its shared side; [`with_cpu_mappings_excluded`] holds the
+/// exclusive side. Some drivers (Adreno's) unmap an imported range a second time inside
+/// `eglDestroyImage`; if another thread mapped something at that address in between, the
+/// second unmap would tear it down. Excluding CPU mappings around such calls closes the race.
+static CPU_MAPPINGS: RwLock<()> = RwLock::new(());
+
+/// Live CPU mappings made by pinframe (a leak detector for tests and `pinframe info`).
+static LIVE_MAPPINGS: AtomicUsize = AtomicUsize::new(0);
+
+/// The shared side of the CPU-mapping guard, held while a CPU mapping is created or removed.
+pub struct CpuMappingShared(#[allow(dead_code)] RwLockReadGuard<'static, ()>);
+
+/// Takes the shared side of the process-wide CPU-mapping guard. Hold it around any `mmap` or
+/// `munmap` of a buffer a GPU driver may also map, if you make such calls yourself.
+/// A poisoned lock (a panic while it was held) is recovered: the guard protects no data.
+pub fn cpu_mapping_shared() -> CpuMappingShared {
+    CpuMappingShared(CPU_MAPPINGS.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Runs `f` while no thread creates or removes a CPU mapping through pinframe (the exclusive
+/// side of the CPU-mapping guard). The GL backend runs every `eglDestroyImage` inside it.
+///
+/// `f` must not create tensors, map them or pin them itself: that would wait for the guard
+/// it is holding.
+pub fn with_cpu_mappings_excluded<R>(f: impl FnOnce() -> R) -> R {
+    let _exclusive = CPU_MAPPINGS.write().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
+/// True while some thread holds the exclusive side of the CPU-mapping guard (the GL
+/// backend's test hook checks it around every `eglDestroyImage`).
+#[cfg_attr(not(feature = "gl"), allow(dead_code))]
+pub(crate) fn cpu_mappings_excluded_now() -> bool {
+    matches!(
+        CPU_MAPPINGS.try_read(),
+        Err(std::sync::TryLockError::WouldBlock)
+    )
+}
+
+/// The number of CPU mappings pinframe currently holds (each [`MmapOwner`] counts once).
+pub fn live_cpu_mappings() -> usize {
+    LIVE_MAPPINGS.load(Ordering::SeqCst)
+}
+
+/// One `mmap` of a file descriptor, unmapped exactly once, by this owner's `Drop`. There is
+/// no other way to unmap it, so a mapping can never be released twice.
+pub struct MmapOwner {
+    ptr: NonNull<u8>,
+    len: usize,
+    writable: bool,
+}
+
+// SAFETY: the mapping is plain shared memory; the owner only hands out its address, and the
+// unmap in Drop is a process-wide operation valid from any thread.
+unsafe impl Send for MmapOwner {}
+// SAFETY: as above; `&MmapOwner` exposes no interior mutation of its own.
+unsafe impl Sync for MmapOwner {}
+
+impl MmapOwner {
+    /// Maps `len` bytes of `fd` from offset 0, shared, read-write when the fd allows it and
+    /// read-only otherwise.
+    /// `_shared` proves the caller holds the shared side of the CPU-mapping guard.
+    pub(crate) fn map(fd: BorrowedFd<'_>, len: usize, _shared: &CpuMappingShared) -> Result<Self> {
+        if len == 0 {
+            return Err(Error::InvalidArgument("cannot map an empty buffer".into()));
+        }
+        let mut writable = true;
+        // SAFETY: a fresh mapping at an address the kernel chooses (null hint), of a length
+        // the caller checked against the buffer's size; it aliases no Rust object.
+        let mut ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            let err = std::io::Error::last_os_error();
+            if !matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
+                return Err(Error::io(format!("mmap of {len} bytes"), err));
+            }
+            // A read-only fd (or a write-sealed memfd): map it read-only.
+            writable = false;
+            // SAFETY: as above, read-only.
+            ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(Error::last_os(format!("mmap (read-only) of {len} bytes")));
+            }
+        }
+        LIVE_MAPPINGS.fetch_add(1, Ordering::SeqCst);
+        Ok(MmapOwner {
+            // A successful mmap never returns null.
+            ptr: NonNull::new(ptr.cast()).expect("mmap returned null"),
+            len,
+            writable,
+        })
+    }
+
+    /// Start of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: empty mappings are never made.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True if the mapping allows writes.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+}
+
+impl Drop for MmapOwner {
+    fn drop(&mut self) {
+        let _shared = cpu_mapping_shared();
+        // SAFETY: ptr/len are exactly what mmap returned; this owner is the only one that
+        // unmaps it and Drop runs once. Every borrower (tensor guards, pins) holds an Arc
+        // that keeps this owner alive, so nothing uses the range after this point.
+        let rc = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        if rc != 0 {
+            log::error!(
+                "munmap of {} bytes failed: {}",
+                self.len,
+                std::io::Error::last_os_error()
+            );
+        }
+        LIVE_MAPPINGS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl fmt::Debug for MmapOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MmapOwner({:p}, {} bytes)", self.ptr, self.len)
+    }
+}
+
+/// A stable host address for a tensor's data, handed once to an inference runtime.
+///
+/// A pin holds an `Arc` over the tensor's buffer (its mapping and its fd) and borrows
+/// nothing: the tensor can be used through `&mut` (e.g. as a conversion destination) and
+/// even dropped, and the address stays valid until the last clone of the pin drops. The
+/// window covers the tensor's logical bytes, from its first byte to the end of its last
+/// row's data. A pin issues no cache maintenance: bracket each CPU access with
+/// [`Tensor::sync_for_cpu`](crate::Tensor::sync_for_cpu) and
+/// [`Tensor::sync_for_device`](crate::Tensor::sync_for_device).
+#[derive(Clone)]
+pub struct HostPin<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    dtype: DType,
+    _keepalive: Arc<BufferStorage>,
+    _lifetime: PhantomData<&'a ()>,
+}
+
+// SAFETY: the pin only carries an address into memory kept alive by the Arc'd storage
+// (itself Send + Sync); what the holder does with the raw pointer is its own `unsafe`.
+unsafe impl Send for HostPin<'_> {}
+// SAFETY: as above; no method mutates through `&self` except via raw pointers the caller
+// dereferences under its own `unsafe`.
+unsafe impl Sync for HostPin<'_> {}
+
+impl HostPin<'static> {
+    pub(crate) fn new(storage: Arc<BufferStorage>, len: usize, dtype: DType) -> Result<Self> {
+        let ptr = storage.cpu_ptr(&cpu_mapping_shared())?;
+        if len > storage.len() {
+            return Err(Error::InvalidArgument(format!(
+                "pin window of {len} bytes exceeds the {}-byte buffer",
+                storage.len()
+            )));
+        }
+        Ok(HostPin {
+            ptr,
+            len,
+            dtype,
+            _keepalive: storage,
+            _lifetime: PhantomData,
+        })
+    }
+}
+
+impl HostPin<'_> {
+    /// The first byte of the pinned window.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The first byte of the pinned window, writable. Writing through it is the caller's
+    /// `unsafe` responsibility: no other access may race with it, and read-only imported
+    /// buffers must not be written.
+    pub fn as_mut_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length of the window in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the window is empty (never, for pins of real tensors).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The element type of the pinned tensor.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The largest power of two dividing the address (0 for a null address).
+    pub fn alignment(&self) -> usize {
+        let addr = self.ptr.as_ptr() as usize;
+        if addr == 0 {
+            0
+        } else {
+            1 << addr.trailing_zeros()
+        }
+    }
+
+    /// The window as a byte slice.
+    ///
+    /// # Safety
+    /// For the lifetime of the slice, nothing may write the window: no `map_mut` guard of the
+    /// tensor, no conversion into it, no device writes, no writes through another pin.
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr..ptr+len lies inside the mapping kept alive by `_keepalive`; the caller
+        // guarantees the absence of concurrent writers.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl fmt::Debug for HostPin<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostPin")
+            .field("dtype", &self.dtype)
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("alignment", &self.alignment())
+            .finish()
+    }
+}

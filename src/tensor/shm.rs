@@ -1,0 +1,48 @@
+//! Shared memory: a sealed memfd that another process can map and see the same bytes.
+
+use std::ffi::CStr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
+
+use crate::{Error, Result};
+
+/// Creates a memfd of `len` bytes. With `seal_size`, its size is sealed (no shrink, no grow,
+/// no further seals) so every mapping of it stays valid whatever another holder of the fd
+/// does; udmabuf wants only `F_SEAL_SHRINK`, so it passes false and seals that itself.
+pub(crate) fn create_memfd(name: &CStr, len: usize, seal_size: bool) -> Result<OwnedFd> {
+    let fd = memfd_create(
+        name,
+        MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING,
+    )
+    .map_err(|e| Error::io("memfd_create", e.into()))?;
+    let size = libc::off_t::try_from(len)
+        .map_err(|_| Error::InvalidShape(format!("{len} bytes is too large for a memfd")))?;
+    nix::unistd::ftruncate(&fd, size)
+        .map_err(|e| Error::io(format!("ftruncate memfd to {len} bytes"), e.into()))?;
+    if seal_size {
+        add_seals(
+            fd.as_fd(),
+            SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
+        )?;
+    }
+    Ok(fd)
+}
+
+pub(crate) fn add_seals(fd: BorrowedFd<'_>, seals: SealFlag) -> Result<()> {
+    fcntl(fd.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals))
+        .map_err(|e| Error::io("sealing memfd", e.into()))?;
+    Ok(())
+}
+
+/// True if `fd` is a memfd (a sealable shmem file created by `memfd_create`).
+pub(crate) fn is_memfd(fd: BorrowedFd<'_>) -> bool {
+    if fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS).is_err() {
+        return false;
+    }
+    // Plain tmpfs files also answer F_GET_SEALS; only memfds are named "/memfd:...".
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map(|p| p.to_string_lossy().starts_with("/memfd:"))
+        .unwrap_or(false)
+}

@@ -1,0 +1,138 @@
+//! One buffer behind a tensor, shared (through `Arc`) by the tensor and its pins.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::{Mutex, OnceLock};
+
+use super::dma::PrimeAttachment;
+use super::heap::HeapBuffer;
+use super::pin::{CpuMappingShared, MmapOwner};
+use super::sync::{SyncCounters, SyncCounts, SyncPhase, dma_buf_sync};
+use super::{Access, Memory};
+use crate::{Error, Result};
+
+/// What holds the bytes.
+enum Backing {
+    Heap(HeapBuffer),
+    Fd {
+        fd: OwnedFd,
+        /// Created on first CPU access, kept until the storage drops (unmapped once).
+        mapping: OnceLock<MmapOwner>,
+        map_lock: Mutex<()>,
+        /// Declared after `mapping` so it is released after the CPU mapping.
+        _attachment: Option<PrimeAttachment>,
+    },
+}
+
+/// A buffer: heap memory, a memfd or a dma-buf, with its lazily made CPU mapping.
+pub(crate) struct BufferStorage {
+    backing: Backing,
+    len: usize,
+    memory: Memory,
+    syncs: SyncCounters,
+}
+
+impl BufferStorage {
+    pub(crate) fn heap(len: usize) -> Result<Self> {
+        Ok(BufferStorage {
+            backing: Backing::Heap(HeapBuffer::new(len)?),
+            len,
+            memory: Memory::Heap,
+            syncs: SyncCounters::default(),
+        })
+    }
+
+    /// A buffer over an fd of `len` bytes: `memory` is `Shm` for memfds, `Dma` for dma-bufs.
+    pub(crate) fn from_fd(
+        fd: OwnedFd,
+        len: usize,
+        memory: Memory,
+        attachment: Option<PrimeAttachment>,
+    ) -> Self {
+        BufferStorage {
+            backing: Backing::Fd {
+                fd,
+                mapping: OnceLock::new(),
+                map_lock: Mutex::new(()),
+                _attachment: attachment,
+            },
+            len,
+            memory,
+            syncs: SyncCounters::default(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn memory(&self) -> Memory {
+        self.memory
+    }
+
+    pub(crate) fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.backing {
+            Backing::Heap(_) => None,
+            Backing::Fd { fd, .. } => Some(fd.as_fd()),
+        }
+    }
+
+    /// The CPU address of the buffer, mapping it on first use; `shared` proves the caller
+    /// holds the shared side of the CPU-mapping guard.
+    pub(crate) fn cpu_ptr(&self, shared: &CpuMappingShared) -> Result<NonNull<u8>> {
+        match &self.backing {
+            Backing::Heap(h) => Ok(h.ptr()),
+            Backing::Fd {
+                fd,
+                mapping,
+                map_lock,
+                ..
+            } => {
+                if let Some(m) = mapping.get() {
+                    return Ok(ptr_of(m));
+                }
+                let _one_mapper = map_lock.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(m) = mapping.get() {
+                    return Ok(ptr_of(m));
+                }
+                let m = MmapOwner::map(fd.as_fd(), self.len, shared)?;
+                let p = ptr_of(&m);
+                // Cannot already be set: we hold map_lock and checked above.
+                let _ = mapping.set(m);
+                Ok(p)
+            }
+        }
+    }
+
+    /// True if the CPU may write the buffer (maps it if needed).
+    pub(crate) fn cpu_writable(&self, shared: &CpuMappingShared) -> Result<bool> {
+        self.cpu_ptr(shared)?;
+        Ok(match &self.backing {
+            Backing::Heap(_) => true,
+            Backing::Fd { mapping, .. } => mapping.get().is_some_and(MmapOwner::writable),
+        })
+    }
+
+    /// Opens or closes a CPU access: `DMA_BUF_IOCTL_SYNC` on dma-bufs, nothing otherwise
+    /// (heap and memfd memory are always coherent for the CPU).
+    pub(crate) fn sync(&self, phase: SyncPhase, access: Access) -> Result<()> {
+        if self.memory != Memory::Dma {
+            return Ok(());
+        }
+        let fd = self
+            .fd()
+            .ok_or_else(|| Error::InvalidFd("dma-buf storage without an fd".into()))?;
+        dma_buf_sync(fd, phase, access)?;
+        self.syncs.record(phase, access);
+        Ok(())
+    }
+
+    pub(crate) fn sync_counts(&self) -> SyncCounts {
+        self.syncs.snapshot()
+    }
+}
+
+fn ptr_of(m: &MmapOwner) -> NonNull<u8> {
+    // A live mapping's address is never null.
+    NonNull::new(m.as_ptr()).expect("mapping at null")
+}

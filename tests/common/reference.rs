@@ -1,0 +1,349 @@
+//! An independent f64 implementation of DESIGN.md's conversion conventions, written from
+//! the formulas (not from the library's plan or kernels), plus helpers to make test
+//! images and read destination images back.
+#![allow(dead_code)]
+
+use pinframe::{
+    Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, ImageLayout,
+    Interpolation, PixelFormat, Rotation,
+};
+
+/// A small deterministic generator (xorshift64*), so failures reproduce.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn byte(&mut self) -> u8 {
+        (self.next() >> 56) as u8
+    }
+    pub fn below(&mut self, n: u32) -> u32 {
+        (self.next() % u64::from(n)) as u32
+    }
+}
+
+/// One buffer per buffer of `layout`, each `required_len + extra` bytes of random data
+/// (so stride padding and plane gaps hold garbage the converter must ignore).
+pub fn random_buffers(layout: &ImageLayout, rng: &mut Rng, extra: usize) -> Vec<Vec<u8>> {
+    (0..layout.buffer_count())
+        .map(|b| {
+            (0..layout.required_len(b) + extra)
+                .map(|_| rng.byte())
+                .collect()
+        })
+        .collect()
+}
+
+/// The source's channels at pixel (x, y): Y, U, V for YUV formats (the chroma sample
+/// that covers the pixel), R, G, B for RGB formats, and [g, g, g] for grey.
+pub fn fetch(bufs: &[Vec<u8>], l: &ImageLayout, x: u32, y: u32) -> [f64; 3] {
+    use PixelFormat::*;
+    let (x, y) = (x as usize, y as usize);
+    let p = l.planes();
+    let at = |plane: usize, row: usize, col: usize| -> f64 {
+        f64::from(bufs[p[plane].buffer][p[plane].offset + row * p[plane].stride + col])
+    };
+    match l.format() {
+        Yuyv | Uyvy | Yvyu | Vyuy => {
+            let m = (x / 2) * 4;
+            let b = |i: usize| at(0, y, m + i);
+            let odd = x % 2 == 1;
+            match l.format() {
+                Yuyv => [if odd { b(2) } else { b(0) }, b(1), b(3)],
+                Uyvy => [if odd { b(3) } else { b(1) }, b(0), b(2)],
+                Yvyu => [if odd { b(2) } else { b(0) }, b(3), b(1)],
+                _ => [if odd { b(3) } else { b(1) }, b(2), b(0)],
+            }
+        }
+        Nv12 | Nv21 | Nv16 | Nv61 => {
+            let cy = if matches!(l.format(), Nv12 | Nv21) {
+                y / 2
+            } else {
+                y
+            };
+            let first = at(1, cy, (x / 2) * 2);
+            let second = at(1, cy, (x / 2) * 2 + 1);
+            let (u, v) = if matches!(l.format(), Nv12 | Nv16) {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            [at(0, y, x), u, v]
+        }
+        I420 => [at(0, y, x), at(1, y / 2, x / 2), at(2, y / 2, x / 2)],
+        Yv12 => [at(0, y, x), at(2, y / 2, x / 2), at(1, y / 2, x / 2)],
+        Grey => {
+            let g = at(0, y, x);
+            [g, g, g]
+        }
+        Rgb => [at(0, y, 3 * x), at(0, y, 3 * x + 1), at(0, y, 3 * x + 2)],
+        Bgr => [at(0, y, 3 * x + 2), at(0, y, 3 * x + 1), at(0, y, 3 * x)],
+        Rgba => [at(0, y, 4 * x), at(0, y, 4 * x + 1), at(0, y, 4 * x + 2)],
+        Bgra => [at(0, y, 4 * x + 2), at(0, y, 4 * x + 1), at(0, y, 4 * x)],
+        PlanarRgb => [at(0, y, x), at(1, y, x), at(2, y, x)],
+        PlanarBgr => [at(2, y, x), at(1, y, x), at(0, y, x)],
+    }
+}
+
+fn is_yuv(f: PixelFormat) -> bool {
+    !matches!(
+        f,
+        PixelFormat::Grey
+            | PixelFormat::Rgb
+            | PixelFormat::Bgr
+            | PixelFormat::Rgba
+            | PixelFormat::Bgra
+            | PixelFormat::PlanarRgb
+            | PixelFormat::PlanarBgr
+    )
+}
+
+/// The colour channels (R, G, B, or grey in [0]) of every destination pixel, row-major,
+/// clamped to 0..=255 but not rounded: the value before the dtype's store.
+pub fn reference(
+    bufs: &[Vec<u8>],
+    src: &ImageLayout,
+    dst_w: u32,
+    dst_h: u32,
+    dst_format: PixelFormat,
+    o: &ConvertOptions,
+) -> Vec<[f64; 3]> {
+    let crop = o.crop.unwrap_or(Crop::new(0, 0, src.width(), src.height()));
+    let (cw, ch) = (f64::from(crop.width), f64::from(crop.height));
+    let swapped = matches!(o.rotation, Rotation::R90 | Rotation::R270);
+    let (ow, oh) = if swapped { (ch, cw) } else { (cw, ch) };
+    let (dw, dh) = (f64::from(dst_w), f64::from(dst_h));
+    // Where the oriented crop lands in the destination.
+    let (w, h) = match o.fit {
+        Fit::Stretch => (dw, dh),
+        Fit::Letterbox { .. } => {
+            let s = f64::min(dw / ow, dh / oh);
+            (
+                (ow * s).round().clamp(1.0, dw),
+                (oh * s).round().clamp(1.0, dh),
+            )
+        }
+        Fit::Fill => {
+            let s = f64::max(dw / ow, dh / oh);
+            ((ow * s).round().max(dw), (oh * s).round().max(dh))
+        }
+    };
+    let left = ((dw - w) / 2.0).floor();
+    let top = ((dh - h) / 2.0).floor();
+    let grey_out = dst_format == PixelFormat::Grey;
+    let pad = match o.fit {
+        Fit::Letterbox { pad } => pad.map(f64::from),
+        _ => [0.0; 3],
+    };
+    let colorimetry = match o.colorimetry {
+        ColorimetryChoice::Fixed(c) => c,
+        ColorimetryChoice::Auto => src.colorimetry().unwrap_or(if src.height() >= 720 {
+            Colorimetry::BT709_LIMITED
+        } else {
+            Colorimetry::BT601_LIMITED
+        }),
+    };
+    let (m, y0) = colorimetry.yuv_to_rgb();
+    let yuv = is_yuv(src.format());
+    let grey_src = src.format() == PixelFormat::Grey;
+    let luma = |rgb: [f64; 3]| 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
+
+    let mut out = Vec::with_capacity((dst_w * dst_h) as usize);
+    for j in 0..dst_h {
+        for i in 0..dst_w {
+            let (px, py) = (f64::from(i) + 0.5, f64::from(j) + 0.5);
+            if px < left || px >= left + w || py < top || py >= top + h {
+                out.push(if grey_out { [luma(pad), 0.0, 0.0] } else { pad });
+                continue;
+            }
+            // Destination -> oriented crop -> (undo rotation) flipped crop -> crop.
+            let ox = (px - left) * ow / w;
+            let oy = (py - top) * oh / h;
+            let (fx, fy) = match o.rotation {
+                Rotation::R0 => (ox, oy),
+                Rotation::R90 => (oy, ch - ox),
+                Rotation::R180 => (cw - ox, ch - oy),
+                Rotation::R270 => (cw - oy, ox),
+            };
+            let (cx, cy) = match o.flip {
+                Flip::None => (fx, fy),
+                Flip::Horizontal => (cw - fx, fy),
+                Flip::Vertical => (fx, ch - fy),
+            };
+            let (sx, sy) = (f64::from(crop.x) + cx, f64::from(crop.y) + cy);
+            let clamp_x =
+                |v: f64| v.clamp(f64::from(crop.x), f64::from(crop.x + crop.width - 1)) as u32;
+            let clamp_y =
+                |v: f64| v.clamp(f64::from(crop.y), f64::from(crop.y + crop.height - 1)) as u32;
+            let s = match o.interpolation {
+                Interpolation::Nearest => {
+                    fetch(bufs, src, clamp_x(sx.floor()), clamp_y(sy.floor()))
+                }
+                Interpolation::Bilinear => {
+                    let (u, v) = (sx - 0.5, sy - 0.5);
+                    let (x0, y0f) = (u.floor(), v.floor());
+                    let (a, b) = (u - x0, v - y0f);
+                    let p00 = fetch(bufs, src, clamp_x(x0), clamp_y(y0f));
+                    let p10 = fetch(bufs, src, clamp_x(x0 + 1.0), clamp_y(y0f));
+                    let p01 = fetch(bufs, src, clamp_x(x0), clamp_y(y0f + 1.0));
+                    let p11 = fetch(bufs, src, clamp_x(x0 + 1.0), clamp_y(y0f + 1.0));
+                    let mut s = [0.0; 3];
+                    for c in 0..3 {
+                        s[c] = (1.0 - a) * (1.0 - b) * p00[c]
+                            + a * (1.0 - b) * p10[c]
+                            + (1.0 - a) * b * p01[c]
+                            + a * b * p11[c];
+                    }
+                    s
+                }
+            };
+            let rgb = if yuv {
+                let d = [s[0] - y0, s[1] - 128.0, s[2] - 128.0];
+                [0, 1, 2].map(|r| m[r][0] * d[0] + m[r][1] * d[1] + m[r][2] * d[2])
+            } else {
+                s
+            };
+            let px = if grey_out {
+                let g = if yuv {
+                    m[0][0] * (s[0] - y0)
+                } else if grey_src {
+                    s[0]
+                } else {
+                    luma(s)
+                };
+                [g, 0.0, 0.0]
+            } else {
+                rgb
+            };
+            out.push(px.map(|v| v.clamp(0.0, 255.0)));
+        }
+    }
+    out
+}
+
+/// An element type the tests read back: its value as f64.
+pub trait Readback: pinframe::Element + Copy {
+    fn as_f64(self) -> f64;
+}
+impl Readback for u8 {
+    fn as_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+impl Readback for i8 {
+    fn as_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+impl Readback for f32 {
+    fn as_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+impl Readback for half::f16 {
+    fn as_f64(self) -> f64 {
+        f64::from(self.to_f32())
+    }
+}
+
+/// Reads a destination image back as colour channels in 0..=255 units (R, G, B order;
+/// grey in [0]) and alpha (255 when opaque, or NaN where there is no alpha), undoing the
+/// dtype's store: i8 XOR 0x80, float `(v/255 - mean)/std`.
+pub fn read_back<T: Readback>(
+    dst: &[T],
+    l: &ImageLayout,
+    mean: [f32; 3],
+    std: [f32; 3],
+) -> Vec<([f64; 3], f64)> {
+    let e = std::mem::size_of::<T>();
+    let p = l.planes();
+    let unstore = |raw: T, c: usize| -> f64 {
+        let v = raw.as_f64();
+        match l.dtype() {
+            DType::U8 => v,
+            DType::I8 => f64::from((v as i8 as u8) ^ 0x80),
+            _ => (v * f64::from(std[c]) + f64::from(mean[c])) * 255.0,
+        }
+    };
+    let unstore_alpha = |raw: T| -> f64 {
+        let v = raw.as_f64();
+        match l.dtype() {
+            DType::U8 => v,
+            DType::I8 => f64::from((v as i8 as u8) ^ 0x80),
+            _ => v * 255.0,
+        }
+    };
+    let mut out = Vec::new();
+    for y in 0..l.height() as usize {
+        for x in 0..l.width() as usize {
+            let at =
+                |plane: usize, col: usize| dst[(p[plane].offset + y * p[plane].stride) / e + col];
+            let px = match l.format() {
+                PixelFormat::Grey => ([unstore(at(0, x), 0), 0.0, 0.0], f64::NAN),
+                PixelFormat::Rgb => ([0, 1, 2].map(|c| unstore(at(0, 3 * x + c), c)), f64::NAN),
+                PixelFormat::Bgr => (
+                    [0, 1, 2].map(|c| unstore(at(0, 3 * x + 2 - c), c)),
+                    f64::NAN,
+                ),
+                PixelFormat::Rgba => (
+                    [0, 1, 2].map(|c| unstore(at(0, 4 * x + c), c)),
+                    unstore_alpha(at(0, 4 * x + 3)),
+                ),
+                PixelFormat::Bgra => (
+                    [0, 1, 2].map(|c| unstore(at(0, 4 * x + 2 - c), c)),
+                    unstore_alpha(at(0, 4 * x + 3)),
+                ),
+                PixelFormat::PlanarRgb => ([0, 1, 2].map(|c| unstore(at(c, x), c)), f64::NAN),
+                PixelFormat::PlanarBgr => ([0, 1, 2].map(|c| unstore(at(2 - c, x), c)), f64::NAN),
+                f => panic!("{f} is not a destination format"),
+            };
+            out.push(px);
+        }
+    }
+    out
+}
+
+/// The largest difference between a destination read back and the reference, over the
+/// colour channels the format has; for integer dtypes the reference is rounded first.
+/// Also checks alpha is opaque. Returns (max difference, index of the worst pixel).
+pub fn max_error(
+    got: &[([f64; 3], f64)],
+    want: &[[f64; 3]],
+    format: PixelFormat,
+    dtype: DType,
+) -> (f64, usize) {
+    let channels = if format == PixelFormat::Grey { 1 } else { 3 };
+    let integer = matches!(dtype, DType::U8 | DType::I8);
+    let mut worst = (0.0f64, 0usize);
+    for (i, ((g, alpha), w)) in got.iter().zip(want).enumerate() {
+        for c in 0..channels {
+            let w = if integer { (w[c] + 0.5).floor() } else { w[c] };
+            let d = (g[c] - w).abs();
+            if d > worst.0 || d.is_nan() {
+                worst = (if d.is_nan() { f64::INFINITY } else { d }, i);
+            }
+        }
+        if !alpha.is_nan() && (alpha - 255.0).abs() > 0.01 {
+            worst = (f64::INFINITY, i);
+        }
+    }
+    worst
+}
+
+/// Every destination format.
+pub const DST_FORMATS: [PixelFormat; 7] = [
+    PixelFormat::Rgb,
+    PixelFormat::Bgr,
+    PixelFormat::Rgba,
+    PixelFormat::Bgra,
+    PixelFormat::Grey,
+    PixelFormat::PlanarRgb,
+    PixelFormat::PlanarBgr,
+];

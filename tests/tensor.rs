@@ -1,0 +1,380 @@
+//! Tensor layer on the host: heap and memfd memory, guards, pins, imports, bad input.
+
+mod common;
+
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::tensor_checks;
+use pinframe::{
+    Access, DType, Error, HostPin, ImageLayout, Memory, PixelFormat, Plane, Tensor,
+    with_cpu_mappings_excluded,
+};
+
+fn shm(n: usize) -> Tensor<u8> {
+    Tensor::new(&[n], Some(Memory::Shm)).unwrap()
+}
+
+fn heap(n: usize) -> Tensor<u8> {
+    Tensor::new(&[n], Some(Memory::Heap)).unwrap()
+}
+
+#[test]
+fn heap_tensors_are_64_byte_aligned_and_zeroed() {
+    for n in [1, 3, 64, 1000, 4097] {
+        let t = Tensor::<f32>::new(&[n], Some(Memory::Heap)).unwrap();
+        let m = t.map().unwrap();
+        assert_eq!(m.as_ptr() as usize % 64, 0);
+        assert!(m.iter().all(|&v| v == 0.0));
+        assert_eq!(m.len(), n);
+        assert_eq!(t.pin_host().unwrap().alignment() % 64, 0);
+    }
+}
+
+#[test]
+fn every_element_type_round_trips() {
+    fn check<T: pinframe::Element + From<u8>>() {
+        let mut t = Tensor::<T>::new(&[2, 3, 4], Some(Memory::Shm)).unwrap();
+        assert_eq!(t.shape(), &[2, 3, 4]);
+        assert_eq!(t.len(), 24);
+        t.map_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = T::from(i as u8));
+        let m = t.map().unwrap();
+        assert!(m.iter().enumerate().all(|(i, v)| *v == T::from(i as u8)));
+    }
+    check::<u8>();
+    check::<u16>();
+    check::<i16>();
+    check::<u32>();
+    check::<i32>();
+    check::<f32>();
+    check::<f64>();
+    check::<half::f16>();
+    let t = Tensor::<i8>::new(&[5], Some(Memory::Heap)).unwrap();
+    assert_eq!(t.map().unwrap().len(), 5);
+}
+
+#[test]
+fn write_map_pin_reimport_heap_and_memfd() {
+    tensor_checks::write_map_pin_reimport(|| heap(10_000));
+    tensor_checks::write_map_pin_reimport(|| shm(10_000));
+    tensor_checks::write_map_pin_reimport(|| shm(3));
+}
+
+#[test]
+fn pin_stays_valid_through_mut_use_and_after_drop() {
+    tensor_checks::pin_outlives_tensor(|| heap(4096 * 3 + 5));
+    tensor_checks::pin_outlives_tensor(|| shm(4096 * 3 + 5));
+}
+
+#[test]
+fn pin_survives_use_as_mut_destination_while_pinned() {
+    let mut t = Tensor::<f32>::image(8, 4, PixelFormat::PlanarRgb, Some(Memory::Shm)).unwrap();
+    let pin: HostPin<'static> = t.pin_host().unwrap();
+    for frame in 0..5u8 {
+        {
+            let mut m = t.map_mut().unwrap();
+            m.fill(f32::from(frame));
+        }
+        t.sync_for_cpu(Access::Read).unwrap();
+        // SAFETY: the guard above is dropped; nothing writes while we read.
+        let bytes = unsafe { pin.as_slice() };
+        let floats: &[f32] = bytemuck::cast_slice(bytes);
+        assert!(floats.iter().all(|&v| v == f32::from(frame)));
+        t.sync_for_device(Access::Read).unwrap();
+    }
+}
+
+#[test]
+fn pin_window_excludes_pitch_padding_after_last_row() {
+    let layout = ImageLayout::with_row_alignment(10, 3, PixelFormat::Rgb, DType::U8, 64).unwrap();
+    let t = Tensor::<u8>::with_layout(layout, Some(Memory::Heap)).unwrap();
+    let pin = t.pin_host().unwrap();
+    assert_eq!(pin.len(), 2 * 64 + 30);
+    let dbg = format!("{pin:?}");
+    assert!(dbg.contains("U8") && dbg.contains("len: 158") && dbg.contains("alignment"));
+    fn send_sync<T: Send + Sync + Clone + std::fmt::Debug>() {}
+    send_sync::<HostPin<'static>>();
+}
+
+#[test]
+fn heap_and_memfd_syncs_are_noops() {
+    for t in [heap(100), shm(100)] {
+        let _m = t.map().unwrap();
+        t.sync_for_cpu(Access::Read).unwrap();
+        t.sync_for_device(Access::Write).unwrap();
+        let counts = t.dma_sync_counts();
+        assert_eq!(counts.starts() + counts.ends(), 0);
+    }
+}
+
+#[test]
+fn image_tensors_get_layouts_and_shapes() {
+    let t = Tensor::<f32>::image(640, 640, PixelFormat::PlanarRgb, Some(Memory::Heap)).unwrap();
+    assert_eq!(t.shape(), &[3, 640, 640]);
+    assert_eq!(t.layout().unwrap().dtype(), DType::F32);
+    assert_eq!(t.map().unwrap().len(), 3 * 640 * 640);
+    let t = Tensor::<u8>::image(64, 48, PixelFormat::Nv12, Some(Memory::Shm)).unwrap();
+    assert_eq!(t.shape(), &[72, 64]);
+    assert!(Tensor::<f32>::image(64, 48, PixelFormat::Nv12, None).is_err());
+    // Best available on a host without DMA memory: a memfd.
+    let t = Tensor::<u8>::image(16, 16, PixelFormat::Rgb, None).unwrap();
+    if !common::in_vm() && pinframe::tensor::render_nodes().is_empty() {
+        assert_eq!(t.memory(), Memory::Shm);
+    }
+}
+
+#[test]
+fn set_layout_addresses_one_tile_of_a_batch() {
+    let (w, h) = (4usize, 2usize);
+    let mut batch = Tensor::<f32>::new(&[2, 3, h, w], Some(Memory::Heap)).unwrap();
+    let plane = w * h * 4;
+    let tile1 = ImageLayout::with_planes(
+        w as u32,
+        h as u32,
+        PixelFormat::PlanarRgb,
+        DType::F32,
+        &[
+            Plane::new(3 * plane, w * 4),
+            Plane::new(4 * plane, w * 4),
+            Plane::new(5 * plane, w * 4),
+        ],
+    )
+    .unwrap();
+    batch.set_layout(tile1).unwrap();
+    assert_eq!(batch.shape(), &[2, 3, h, w]);
+    assert_eq!(batch.map().unwrap().len(), 2 * 3 * h * w);
+    let too_far = ImageLayout::with_planes(
+        w as u32,
+        h as u32,
+        PixelFormat::PlanarRgb,
+        DType::F32,
+        &[
+            Plane::new(4 * plane, w * 4),
+            Plane::new(5 * plane, w * 4),
+            Plane::new(6 * plane, w * 4),
+        ],
+    )
+    .unwrap();
+    assert!(matches!(
+        batch.set_layout(too_far),
+        Err(Error::BufferTooSmall { .. })
+    ));
+}
+
+#[test]
+fn dma_memory_is_a_clear_error_where_no_route_exists() {
+    match Tensor::<u8>::new(&[4096], Some(Memory::Dma)) {
+        Ok(t) => {
+            assert_eq!(t.memory(), Memory::Dma);
+            assert!(t.dma_route().is_some());
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(matches!(e, Error::MemoryUnavailable { .. }), "{msg}");
+            for route in ["/dev/dma_heap/system", "/dev/udmabuf", "GBM"] {
+                assert!(msg.contains(route), "{route} missing from: {msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn import_recognises_memfd_and_rejects_other_fds() {
+    let t = shm(4096);
+    let fd = t.fd().unwrap();
+    let layout = ImageLayout::new(64, 64, PixelFormat::Grey).unwrap();
+    let imported = Tensor::<u8>::import(fd, layout).unwrap();
+    assert_eq!(imported.memory(), Memory::Shm);
+    assert_ne!(imported.fd().unwrap().as_raw_fd(), fd.as_raw_fd(), "fd is duplicated");
+
+    let too_big = ImageLayout::new(64, 65, PixelFormat::Grey).unwrap();
+    assert!(matches!(
+        Tensor::<u8>::import(fd, too_big),
+        Err(Error::BufferTooSmall {
+            needed: 4160,
+            actual: 4096,
+            ..
+        })
+    ));
+
+    let mut file = tempfile_in_target();
+    file.write_all(&[0u8; 4096]).unwrap();
+    let e = Tensor::<u8>::import(file.as_fd(), ImageLayout::new(8, 8, PixelFormat::Grey).unwrap())
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidFd(_)), "{e}");
+    assert!(e.to_string().contains("neither a dma-buf nor a memfd"), "{e}");
+
+    let (r, _w) = nix::unistd::pipe().unwrap();
+    assert!(matches!(
+        Tensor::<u8>::import(r.as_fd(), ImageLayout::new(1, 1, PixelFormat::Grey).unwrap()),
+        Err(Error::InvalidFd(_))
+    ));
+}
+
+#[test]
+fn import_of_a_closed_fd_is_an_error() {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let raw = r.as_raw_fd();
+    drop(r);
+    drop(w);
+    // SAFETY: borrowing a closed fd number is exactly the bad input under test; import
+    // only tries to dup it, which fails with EBADF, and never closes it.
+    let closed = unsafe { BorrowedFd::borrow_raw(raw) };
+    let e = Tensor::<u8>::import(closed, ImageLayout::new(1, 1, PixelFormat::Grey).unwrap())
+        .unwrap_err();
+    assert!(e.to_string().contains("not open"), "{e}");
+}
+
+#[test]
+fn multi_buffer_import_of_nv12_in_two_memfds() {
+    let y = shm(64 * 4);
+    let uv = shm(64 * 2);
+    let planes = [
+        Plane::new(0, 64),
+        Plane {
+            buffer: 1,
+            offset: 0,
+            stride: 64,
+        },
+    ];
+    let layout = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
+    let t = Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout.clone())
+        .unwrap();
+    assert_eq!(t.buffer_count(), 2);
+    assert_eq!(t.map().unwrap().buffer_bytes(1).len(), 128);
+    assert!(t.pin_host().is_err(), "multi-buffer tensors cannot be pinned as one window");
+    assert!(Tensor::<u8>::import_planes(&[y.fd().unwrap()], layout).is_err());
+}
+
+#[test]
+fn write_sealed_memfd_imports_read_only() {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
+    let fd = memfd_create(c"sealed", MemFdCreateFlag::MFD_ALLOW_SEALING).unwrap();
+    nix::unistd::ftruncate(&fd, 4096).unwrap();
+    fcntl(fd.as_raw_fd(), FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_WRITE)).unwrap();
+    let mut t =
+        Tensor::<u8>::import(fd.as_fd(), ImageLayout::new(64, 64, PixelFormat::Grey).unwrap())
+            .unwrap();
+    assert_eq!(t.map().unwrap()[0], 0);
+    let e = t.map_mut().err().expect("write-sealed memfd must not map writable");
+    assert!(e.to_string().contains("read-only"), "{e}");
+}
+
+/// Child half of `memfd_written_by_child_is_seen_by_parent`: runs only when re-executed
+/// with PINFRAME_CHILD_FD set (the parent starts this test binary again for this test).
+#[test]
+fn child_writer() {
+    let Ok(fd) = std::env::var("PINFRAME_CHILD_FD") else {
+        return;
+    };
+    let fd: i32 = fd.parse().unwrap();
+    // SAFETY: the parent passed this fd, open and inherited, to this process.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let t = Tensor::<u8>::import(fd, ImageLayout::new(4096, 1, PixelFormat::Grey).unwrap())
+        .unwrap();
+    let mut t = t;
+    let mut m = t.map_mut().unwrap();
+    m[..11].copy_from_slice(b"from child!");
+    m[4095] = 0x5A;
+}
+
+#[test]
+fn memfd_written_by_child_is_seen_by_parent() {
+    let t = shm(4096);
+    // Pass a non-close-on-exec duplicate to the child.
+    let inheritable = nix::unistd::dup(t.fd().unwrap().as_raw_fd()).unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
+        .env("PINFRAME_CHILD_FD", inheritable.to_string())
+        .status()
+        .unwrap();
+    nix::unistd::close(inheritable).unwrap();
+    assert!(status.success());
+    let m = t.map().unwrap();
+    assert_eq!(&m[..11], b"from child!");
+    assert_eq!(m[4095], 0x5A);
+}
+
+#[test]
+fn excluded_section_holds_off_a_concurrent_map() {
+    // A memfd tensor not yet mapped: its first map() must mmap, under the shared guard.
+    let t = std::sync::Arc::new(shm(4096));
+    let (events_tx, events_rx) = mpsc::channel::<&'static str>();
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let (mapped_tx, mapped_rx) = mpsc::channel::<()>();
+    let ev = events_tx.clone();
+    let excluder = std::thread::spawn(move || {
+        with_cpu_mappings_excluded(|| {
+            inside_tx.send(()).unwrap();
+            // If the guard failed, the mapper's map() would complete now and its message
+            // would arrive while we are still inside.
+            let early = mapped_rx.recv_timeout(Duration::from_millis(300)).is_ok();
+            ev.send(if early { "mapped while excluded" } else { "excluded section returns" })
+                .unwrap();
+        });
+        mapped_rx
+    });
+    inside_rx.recv().unwrap();
+    let tm = t.clone();
+    let ev = events_tx.clone();
+    let mapper = std::thread::spawn(move || {
+        let m = tm.map().unwrap();
+        ev.send("map returned").unwrap();
+        mapped_tx.send(()).ok();
+        assert_eq!(m.len(), 4096);
+    });
+    mapper.join().unwrap();
+    let _ = excluder.join().unwrap();
+    drop(events_tx);
+    let order: Vec<_> = events_rx.iter().collect();
+    assert_eq!(order, vec!["excluded section returns", "map returned"]);
+}
+
+#[test]
+fn a_poisoned_guard_is_recovered() {
+    let r = std::panic::catch_unwind(|| with_cpu_mappings_excluded(|| panic!("boom")));
+    assert!(r.is_err());
+    let t = shm(64);
+    assert_eq!(t.map().unwrap().len(), 64);
+    assert_eq!(with_cpu_mappings_excluded(|| 5), 5);
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    assert!(matches!(
+        Tensor::<u8>::new(&[4, 0], None),
+        Err(Error::InvalidShape(_))
+    ));
+    assert!(matches!(
+        Tensor::<f64>::new(&[usize::MAX / 4, 4], Some(Memory::Heap)),
+        Err(Error::InvalidShape(_))
+    ));
+    let l = ImageLayout::new(4, 4, PixelFormat::Rgb).unwrap();
+    assert!(Tensor::<f32>::with_layout(l, None).is_err(), "dtype mismatch");
+}
+
+fn tempfile_in_target() -> std::fs::File {
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("pinframe-regular-{}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f
+}
+
+#[allow(dead_code)]
+fn assert_access_is_copy(a: Access) -> (Access, Access) {
+    (a, a)
+}

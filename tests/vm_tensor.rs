@@ -1,0 +1,246 @@
+//! The tensor layer on real dma-bufs, in the VM lane's guest (dma-heap, udmabuf, GBM on
+//! vgem, and vivid's exported capture buffers). On the host they are listed as ignored;
+//! `scripts/vm-test` runs them in the guest with `--include-ignored`.
+
+mod common;
+
+use std::os::fd::AsFd;
+use std::sync::Mutex;
+
+use common::skip_unless_vm;
+use common::tensor_checks;
+use pinframe::tensor::DmaRoute;
+use pinframe::{Access, ImageLayout, Memory, PixelFormat, Tensor};
+
+/// The three allocation routes the guest has.
+fn routes() -> Vec<DmaRoute> {
+    vec![
+        DmaRoute::Heap("system".into()),
+        DmaRoute::Udmabuf,
+        DmaRoute::Gbm(String::new()),
+    ]
+}
+
+fn dma(route: &DmaRoute, n: usize) -> Tensor<u8> {
+    let t = Tensor::<u8>::new_dma_via(&[n], route)
+        .unwrap_or_else(|e| panic!("allocating through {route:?}: {e}"));
+    assert_eq!(t.memory(), Memory::Dma);
+    t
+}
+
+/// fd and mapping counts are process-wide: those tests run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn every_route_allocates_maps_pins_and_reimports() {
+    if skip_unless_vm("every_route_allocates_maps_pins_and_reimports") {
+        return;
+    }
+    for route in routes() {
+        eprintln!("route {route:?}");
+        tensor_checks::write_map_pin_reimport(|| dma(&route, 640 * 640 * 3));
+        tensor_checks::pin_outlives_tensor(|| dma(&route, 3 * 4096 + 5));
+        let t = dma(&route, 100);
+        match (&route, t.dma_route().unwrap()) {
+            (DmaRoute::Heap(a), DmaRoute::Heap(b)) => assert_eq!(a, b),
+            (DmaRoute::Udmabuf, DmaRoute::Udmabuf) => {}
+            (DmaRoute::Gbm(_), DmaRoute::Gbm(node)) => assert!(node.starts_with("/dev/dri/")),
+            (want, got) => panic!("asked for {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn best_available_memory_is_dma_in_the_guest() {
+    if skip_unless_vm("best_available_memory_is_dma_in_the_guest") {
+        return;
+    }
+    let t = Tensor::<f32>::image(640, 640, PixelFormat::PlanarRgb, None).unwrap();
+    assert_eq!(t.memory(), Memory::Dma);
+    assert_eq!(t.layout().unwrap().planes()[0].stride % 64, 0);
+    let t = Tensor::<u8>::new(&[16], Some(Memory::Dma)).unwrap();
+    assert_eq!(t.dma_route(), Some(&DmaRoute::Heap("system".into())));
+}
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn guards_bracket_with_syncs_in_their_direction_and_pins_do_not() {
+    if skip_unless_vm("guards_bracket_with_syncs_in_their_direction_and_pins_do_not") {
+        return;
+    }
+    for route in routes() {
+        let mut t = dma(&route, 4096);
+        let c0 = t.dma_sync_counts();
+        assert_eq!(c0.starts() + c0.ends(), 0);
+        {
+            let m = t.map().unwrap();
+            let c = t.dma_sync_counts();
+            assert_eq!((c.start_read, c.ends()), (1, 0), "START|READ on map()");
+            drop(m);
+        }
+        assert_eq!(t.dma_sync_counts().end_read, 1, "END|READ when the guard drops");
+        {
+            let _m = t.map_mut().unwrap();
+        }
+        let c = t.dma_sync_counts();
+        assert_eq!((c.start_read_write, c.end_read_write), (1, 1), "map_mut is RW");
+        let pin = t.pin_host().unwrap();
+        let _pin2 = pin.clone();
+        assert_eq!(t.dma_sync_counts(), c, "pinning issues no sync");
+        t.sync_for_cpu(Access::Read).unwrap();
+        t.sync_for_device(Access::Read).unwrap();
+        t.sync_for_cpu(Access::Write).unwrap();
+        t.sync_for_device(Access::Write).unwrap();
+        let c2 = t.dma_sync_counts();
+        assert_eq!((c2.start_read, c2.end_read), (2, 2));
+        assert_eq!((c2.start_write, c2.end_write), (1, 1));
+    }
+}
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn excluded_section_holds_off_mapping_a_dmabuf() {
+    if skip_unless_vm("excluded_section_holds_off_mapping_a_dmabuf") {
+        return;
+    }
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let t = std::sync::Arc::new(dma(&DmaRoute::Heap("system".into()), 4096));
+    let (ev_tx, ev_rx) = mpsc::channel::<&'static str>();
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let (mapped_tx, mapped_rx) = mpsc::channel::<()>();
+    let ev = ev_tx.clone();
+    let excluder = std::thread::spawn(move || {
+        pinframe::with_cpu_mappings_excluded(|| {
+            inside_tx.send(()).unwrap();
+            let early = mapped_rx.recv_timeout(Duration::from_millis(500)).is_ok();
+            ev.send(if early { "mapped while excluded" } else { "excluded returns" })
+                .unwrap();
+        });
+    });
+    inside_rx.recv().unwrap();
+    let tm = t.clone();
+    let mapper = std::thread::spawn(move || {
+        let _m = tm.map().unwrap();
+        ev_tx.send("map returned").unwrap();
+        let _ = mapped_tx.send(());
+    });
+    mapper.join().unwrap();
+    excluder.join().unwrap();
+    let order: Vec<_> = ev_rx.iter().collect();
+    assert_eq!(order, vec!["excluded returns", "map returned"]);
+}
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn dma_imports_are_recognised_and_size_checked() {
+    if skip_unless_vm("dma_imports_are_recognised_and_size_checked") {
+        return;
+    }
+    for route in routes() {
+        let t = dma(&route, 64 * 64);
+        let fd = t.fd().unwrap();
+        let ok = Tensor::<u8>::import(fd, ImageLayout::new(64, 64, PixelFormat::Grey).unwrap())
+            .unwrap();
+        assert_eq!(ok.memory(), Memory::Dma);
+        let len = t.buffer_len(0).unwrap();
+        let too_big = ImageLayout::new(64, (len / 64 + 1) as u32, PixelFormat::Grey).unwrap();
+        assert!(matches!(
+            Tensor::<u8>::import(fd, too_big),
+            Err(pinframe::Error::BufferTooSmall { .. })
+        ));
+    }
+}
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn ten_thousand_dma_cycles_per_route_leave_no_trace() {
+    if skip_unless_vm("ten_thousand_dma_cycles_per_route_leave_no_trace") {
+        return;
+    }
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for route in routes() {
+        eprintln!("route {route:?}");
+        tensor_checks::cycles_leave_no_trace(Memory::Dma, 10_000, || dma(&route, 16 * 1024));
+    }
+}
+
+/// Captures frames from vivid with MMAP buffers, exports each with VIDIOC_EXPBUF, imports
+/// the dma-buf as a tensor and reads the captured frame through `map()`.
+#[cfg(feature = "camera")]
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn vivid_exported_buffer_imports_and_reads_a_captured_frame() {
+    if skip_unless_vm("vivid_exported_buffer_imports_and_reads_a_captured_frame") {
+        return;
+    }
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use v4l::v4l_sys::*;
+    use v4l::v4l2::vidioc;
+    use v4l::video::Capture;
+
+    let path = std::env::var("PINFRAME_VM_VIDEO").unwrap_or_else(|_| "/dev/video0".into());
+    let dev = v4l::Device::with_path(&path).unwrap();
+    let mut fmt = dev.format().unwrap();
+    fmt.width = 640;
+    fmt.height = 480;
+    fmt.fourcc = v4l::FourCC::new(b"YUYV");
+    let fmt = dev.set_format(&fmt).unwrap();
+    assert_eq!((fmt.width, fmt.height, fmt.stride), (640, 480, 1280));
+    let fd = dev.handle().fd();
+    let ioctl = |code, arg: *mut std::ffi::c_void| {
+        // SAFETY: every call below passes a pointer to the matching, initialised v4l2
+        // struct for `code`, alive for the call.
+        unsafe { v4l::v4l2::ioctl(fd, code, arg) }
+    };
+    // SAFETY: plain-old-data v4l2 structs; all-zero is a valid initial value.
+    let mut req: v4l2_requestbuffers = unsafe { std::mem::zeroed() };
+    req.count = 2;
+    req.type_ = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    req.memory = v4l2_memory_V4L2_MEMORY_MMAP;
+    ioctl(vidioc::VIDIOC_REQBUFS, &mut req as *mut _ as *mut _).unwrap();
+    let mut exported = Vec::new();
+    for index in 0..req.count {
+        // SAFETY: as above.
+        let mut exp: v4l2_exportbuffer = unsafe { std::mem::zeroed() };
+        exp.type_ = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        exp.index = index;
+        exp.flags = (libc::O_RDWR | libc::O_CLOEXEC) as u32;
+        ioctl(vidioc::VIDIOC_EXPBUF, &mut exp as *mut _ as *mut _).unwrap();
+        // SAFETY: EXPBUF returned a new dma-buf fd that nothing else owns.
+        exported.push(unsafe { OwnedFd::from_raw_fd(exp.fd) });
+        // SAFETY: v4l2_buffer is plain old data; zeroed is a valid initial value.
+        let mut buf: v4l2_buffer = unsafe { std::mem::zeroed() };
+        buf.index = index;
+        buf.type_ = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        buf.memory = v4l2_memory_V4L2_MEMORY_MMAP;
+        ioctl(vidioc::VIDIOC_QBUF, &mut buf as *mut _ as *mut _).unwrap();
+    }
+    let mut ty = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    ioctl(vidioc::VIDIOC_STREAMON, &mut ty as *mut _ as *mut _).unwrap();
+    // SAFETY: as above.
+    let mut buf: v4l2_buffer = unsafe { std::mem::zeroed() };
+    buf.type_ = v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    buf.memory = v4l2_memory_V4L2_MEMORY_MMAP;
+    ioctl(vidioc::VIDIOC_DQBUF, &mut buf as *mut _ as *mut _).unwrap();
+    assert_eq!(buf.bytesused, 640 * 480 * 2);
+    let layout = ImageLayout::with_stride(640, 480, PixelFormat::Yuyv, pinframe::DType::U8, 1280)
+        .unwrap();
+    let frame = Tensor::<u8>::import(exported[buf.index as usize].as_fd(), layout).unwrap();
+    assert_eq!(frame.memory(), Memory::Dma);
+    {
+        let m = frame.map().unwrap();
+        // vivid's default pattern is 75% colour bars: the first bar is white-ish (Y about
+        // 180, chroma neutral) and the frame is not blank.
+        let (y0, u, v) = (m[0], m[1], m[3]);
+        assert!(y0 > 150, "first pixel luma {y0}");
+        assert!((u as i32 - 128).abs() < 16 && (v as i32 - 128).abs() < 16, "u {u} v {v}");
+        let distinct: std::collections::BTreeSet<u8> = m.iter().step_by(2).copied().collect();
+        assert!(distinct.len() > 4, "captured frame looks blank");
+        assert!(frame.dma_sync_counts().start_read == 1);
+    }
+    ioctl(vidioc::VIDIOC_STREAMOFF, &mut ty as *mut _ as *mut _).unwrap();
+    let _ = fd.as_raw_fd();
+}
