@@ -12,7 +12,13 @@ fn any_format() -> impl Strategy<Value = PixelFormat> {
 }
 
 fn any_dtype() -> impl Strategy<Value = DType> {
-    prop::sample::select(vec![DType::U8, DType::I8, DType::F16, DType::F32, DType::F64])
+    prop::sample::select(vec![
+        DType::U8,
+        DType::I8,
+        DType::F16,
+        DType::F32,
+        DType::F64,
+    ])
 }
 
 /// Independent restatement of the geometry: (bytes per row, rows) of plane `i`.

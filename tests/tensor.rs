@@ -191,7 +191,11 @@ fn import_recognises_memfd_and_rejects_other_fds() {
     let layout = ImageLayout::new(64, 64, PixelFormat::Grey).unwrap();
     let imported = Tensor::<u8>::import(fd, layout).unwrap();
     assert_eq!(imported.memory(), Memory::Shm);
-    assert_ne!(imported.fd().unwrap().as_raw_fd(), fd.as_raw_fd(), "fd is duplicated");
+    assert_ne!(
+        imported.fd().unwrap().as_raw_fd(),
+        fd.as_raw_fd(),
+        "fd is duplicated"
+    );
 
     let too_big = ImageLayout::new(64, 65, PixelFormat::Grey).unwrap();
     assert!(matches!(
@@ -205,14 +209,23 @@ fn import_recognises_memfd_and_rejects_other_fds() {
 
     let mut file = tempfile_in_target();
     file.write_all(&[0u8; 4096]).unwrap();
-    let e = Tensor::<u8>::import(file.as_fd(), ImageLayout::new(8, 8, PixelFormat::Grey).unwrap())
-        .unwrap_err();
+    let e = Tensor::<u8>::import(
+        file.as_fd(),
+        ImageLayout::new(8, 8, PixelFormat::Grey).unwrap(),
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::InvalidFd(_)), "{e}");
-    assert!(e.to_string().contains("neither a dma-buf nor a memfd"), "{e}");
+    assert!(
+        e.to_string().contains("neither a dma-buf nor a memfd"),
+        "{e}"
+    );
 
     let (r, _w) = nix::unistd::pipe().unwrap();
     assert!(matches!(
-        Tensor::<u8>::import(r.as_fd(), ImageLayout::new(1, 1, PixelFormat::Grey).unwrap()),
+        Tensor::<u8>::import(
+            r.as_fd(),
+            ImageLayout::new(1, 1, PixelFormat::Grey).unwrap()
+        ),
         Err(Error::InvalidFd(_))
     ));
 }
@@ -244,11 +257,14 @@ fn multi_buffer_import_of_nv12_in_two_memfds() {
         },
     ];
     let layout = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
-    let t = Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout.clone())
-        .unwrap();
+    let t =
+        Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout.clone()).unwrap();
     assert_eq!(t.buffer_count(), 2);
     assert_eq!(t.map().unwrap().buffer_bytes(1).len(), 128);
-    assert!(t.pin_host().is_err(), "multi-buffer tensors cannot be pinned as one window");
+    assert!(
+        t.pin_host().is_err(),
+        "multi-buffer tensors cannot be pinned as one window"
+    );
     assert!(Tensor::<u8>::import_planes(&[y.fd().unwrap()], layout).is_err());
 }
 
@@ -258,12 +274,21 @@ fn write_sealed_memfd_imports_read_only() {
     use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
     let fd = memfd_create(c"sealed", MemFdCreateFlag::MFD_ALLOW_SEALING).unwrap();
     nix::unistd::ftruncate(&fd, 4096).unwrap();
-    fcntl(fd.as_raw_fd(), FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_WRITE)).unwrap();
-    let mut t =
-        Tensor::<u8>::import(fd.as_fd(), ImageLayout::new(64, 64, PixelFormat::Grey).unwrap())
-            .unwrap();
+    fcntl(
+        fd.as_raw_fd(),
+        FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_WRITE),
+    )
+    .unwrap();
+    let mut t = Tensor::<u8>::import(
+        fd.as_fd(),
+        ImageLayout::new(64, 64, PixelFormat::Grey).unwrap(),
+    )
+    .unwrap();
     assert_eq!(t.map().unwrap()[0], 0);
-    let e = t.map_mut().err().expect("write-sealed memfd must not map writable");
+    let e = t
+        .map_mut()
+        .err()
+        .expect("write-sealed memfd must not map writable");
     assert!(e.to_string().contains("read-only"), "{e}");
 }
 
@@ -277,8 +302,8 @@ fn child_writer() {
     let fd: i32 = fd.parse().unwrap();
     // SAFETY: the parent passed this fd, open and inherited, to this process.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let t = Tensor::<u8>::import(fd, ImageLayout::new(4096, 1, PixelFormat::Grey).unwrap())
-        .unwrap();
+    let t =
+        Tensor::<u8>::import(fd, ImageLayout::new(4096, 1, PixelFormat::Grey).unwrap()).unwrap();
     let mut t = t;
     let mut m = t.map_mut().unwrap();
     m[..11].copy_from_slice(b"from child!");
@@ -316,8 +341,12 @@ fn excluded_section_holds_off_a_concurrent_map() {
             // If the guard failed, the mapper's map() would complete now and its message
             // would arrive while we are still inside.
             let early = mapped_rx.recv_timeout(Duration::from_millis(300)).is_ok();
-            ev.send(if early { "mapped while excluded" } else { "excluded section returns" })
-                .unwrap();
+            ev.send(if early {
+                "mapped while excluded"
+            } else {
+                "excluded section returns"
+            })
+            .unwrap();
         });
         mapped_rx
     });
@@ -357,7 +386,10 @@ fn bad_shapes_are_errors() {
         Err(Error::InvalidShape(_))
     ));
     let l = ImageLayout::new(4, 4, PixelFormat::Rgb).unwrap();
-    assert!(Tensor::<f32>::with_layout(l, None).is_err(), "dtype mismatch");
+    assert!(
+        Tensor::<f32>::with_layout(l, None).is_err(),
+        "dtype mismatch"
+    );
 }
 
 fn tempfile_in_target() -> std::fs::File {

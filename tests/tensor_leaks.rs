@@ -58,7 +58,11 @@ fn a_mapping_is_released_exactly_once_by_its_last_owner() {
     assert_eq!(live_cpu_mappings(), live + 1);
     {
         let m = t.map().unwrap();
-        assert_eq!(m.as_ptr() as usize, addr, "one mapping shared by guards and pins");
+        assert_eq!(
+            m.as_ptr() as usize,
+            addr,
+            "one mapping shared by guards and pins"
+        );
     }
     assert!(mapped(addr));
     drop(t);
@@ -67,7 +71,11 @@ fn a_mapping_is_released_exactly_once_by_its_last_owner() {
     drop(pin);
     assert!(mapped(addr), "a clone still holds it");
     drop(pin2);
-    assert_eq!(live_cpu_mappings(), live, "unmapped when the last owner dropped");
+    assert_eq!(
+        live_cpu_mappings(),
+        live,
+        "unmapped when the last owner dropped"
+    );
     assert!(!mapped(addr), "the range is gone from /proc/self/maps");
     // And heap tensors make no mappings at all.
     let before = mapping_lines();

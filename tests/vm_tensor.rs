@@ -80,12 +80,20 @@ fn guards_bracket_with_syncs_in_their_direction_and_pins_do_not() {
             assert_eq!((c.start_read, c.ends()), (1, 0), "START|READ on map()");
             drop(m);
         }
-        assert_eq!(t.dma_sync_counts().end_read, 1, "END|READ when the guard drops");
+        assert_eq!(
+            t.dma_sync_counts().end_read,
+            1,
+            "END|READ when the guard drops"
+        );
         {
             let _m = t.map_mut().unwrap();
         }
         let c = t.dma_sync_counts();
-        assert_eq!((c.start_read_write, c.end_read_write), (1, 1), "map_mut is RW");
+        assert_eq!(
+            (c.start_read_write, c.end_read_write),
+            (1, 1),
+            "map_mut is RW"
+        );
         let pin = t.pin_host().unwrap();
         let _pin2 = pin.clone();
         assert_eq!(t.dma_sync_counts(), c, "pinning issues no sync");
@@ -116,8 +124,12 @@ fn excluded_section_holds_off_mapping_a_dmabuf() {
         pinframe::with_cpu_mappings_excluded(|| {
             inside_tx.send(()).unwrap();
             let early = mapped_rx.recv_timeout(Duration::from_millis(500)).is_ok();
-            ev.send(if early { "mapped while excluded" } else { "excluded returns" })
-                .unwrap();
+            ev.send(if early {
+                "mapped while excluded"
+            } else {
+                "excluded returns"
+            })
+            .unwrap();
         });
     });
     inside_rx.recv().unwrap();
@@ -142,8 +154,8 @@ fn dma_imports_are_recognised_and_size_checked() {
     for route in routes() {
         let t = dma(&route, 64 * 64);
         let fd = t.fd().unwrap();
-        let ok = Tensor::<u8>::import(fd, ImageLayout::new(64, 64, PixelFormat::Grey).unwrap())
-            .unwrap();
+        let ok =
+            Tensor::<u8>::import(fd, ImageLayout::new(64, 64, PixelFormat::Grey).unwrap()).unwrap();
         assert_eq!(ok.memory(), Memory::Dma);
         let len = t.buffer_len(0).unwrap();
         let too_big = ImageLayout::new(64, (len / 64 + 1) as u32, PixelFormat::Grey).unwrap();
@@ -226,8 +238,8 @@ fn vivid_exported_buffer_imports_and_reads_a_captured_frame() {
     buf.memory = v4l2_memory_V4L2_MEMORY_MMAP;
     ioctl(vidioc::VIDIOC_DQBUF, &mut buf as *mut _ as *mut _).unwrap();
     assert_eq!(buf.bytesused, 640 * 480 * 2);
-    let layout = ImageLayout::with_stride(640, 480, PixelFormat::Yuyv, pinframe::DType::U8, 1280)
-        .unwrap();
+    let layout =
+        ImageLayout::with_stride(640, 480, PixelFormat::Yuyv, pinframe::DType::U8, 1280).unwrap();
     let frame = Tensor::<u8>::import(exported[buf.index as usize].as_fd(), layout).unwrap();
     assert_eq!(frame.memory(), Memory::Dma);
     {
@@ -236,7 +248,10 @@ fn vivid_exported_buffer_imports_and_reads_a_captured_frame() {
         // 180, chroma neutral) and the frame is not blank.
         let (y0, u, v) = (m[0], m[1], m[3]);
         assert!(y0 > 150, "first pixel luma {y0}");
-        assert!((u as i32 - 128).abs() < 16 && (v as i32 - 128).abs() < 16, "u {u} v {v}");
+        assert!(
+            (u as i32 - 128).abs() < 16 && (v as i32 - 128).abs() < 16,
+            "u {u} v {v}"
+        );
         let distinct: std::collections::BTreeSet<u8> = m.iter().step_by(2).copied().collect();
         assert!(distinct.len() > 4, "captured frame looks blank");
         assert!(frame.dma_sync_counts().start_read == 1);

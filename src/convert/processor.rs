@@ -74,9 +74,17 @@ pub struct ProcessorStats {
 ///
 /// It owns the scratch memory a conversion needs, so converting frames of the same
 /// geometry again and again allocates nothing.
+///
+/// With the GL backend it owns an EGL context, made current on the calling thread for
+/// the duration of each call and released before returning: the processor is `Send`
+/// and may move between threads (see the `gl` module docs).
 #[derive(Debug)]
 pub struct ImageProcessor {
     backend: Backend,
+    /// What the caller asked for (`Auto` may fall back to the CPU; `Gl` may not).
+    requested: Backend,
+    #[cfg(feature = "gl")]
+    gl: Option<crate::gl::GlBackend>,
     cpu: CpuConverter,
     threads: Threads,
     stats: ProcessorStats,
@@ -93,23 +101,113 @@ impl ImageProcessor {
     /// A processor on the given backend. Asking for [`Backend::Gl`] explicitly fails when
     /// GL cannot be used, rather than falling back.
     pub fn with_backend(backend: Backend) -> Result<Self> {
-        let resolved = match backend {
-            Backend::Auto | Backend::Cpu => Backend::Cpu,
-            Backend::Gl => {
-                return Err(Error::Gl(
-                    "the GL backend is not available in this build; use Backend::Cpu or \
-                     Backend::Auto"
-                        .into(),
-                ));
-            }
+        #[cfg(feature = "gl")]
+        return Self::with_gl_config(backend, crate::gl::GlConfig::default());
+        #[cfg(not(feature = "gl"))]
+        {
+            let resolved = match backend {
+                Backend::Auto | Backend::Cpu => Backend::Cpu,
+                Backend::Gl => {
+                    return Err(Error::Gl(
+                        "the GL backend is not available in this build (feature `gl`); use \
+                         Backend::Cpu or Backend::Auto"
+                            .into(),
+                    ));
+                }
+            };
+            Ok(Self::on(resolved, backend))
+        }
+    }
+
+    /// A processor on `backend` whose GL backend (if used) is configured by `config`
+    /// (EGL platform, image cache bound, dma-buf import). `Auto` picks GL only on a
+    /// hardware GPU: software rasterisers (llvmpipe, softpipe, swrast) are slower than
+    /// the fused CPU kernels, so `Auto` uses the CPU there (ask for `Backend::Gl` to
+    /// use them anyway). Set `PINFRAME_BACKEND=gl|cpu` to override `Auto`.
+    #[cfg(feature = "gl")]
+    pub fn with_gl_config(backend: Backend, config: crate::gl::GlConfig) -> Result<Self> {
+        let backend_env = match std::env::var("PINFRAME_BACKEND") {
+            Ok(v) if !v.is_empty() && backend == Backend::Auto => v.parse::<Backend>()?,
+            _ => backend,
         };
-        Ok(ImageProcessor {
-            backend: resolved,
+        match backend_env {
+            Backend::Cpu => Ok(Self::on(Backend::Cpu, backend)),
+            Backend::Gl => {
+                let gl = crate::gl::GlBackend::new(config)?;
+                let mut me = Self::on(Backend::Gl, Backend::Gl);
+                me.gl = Some(gl);
+                Ok(me)
+            }
+            Backend::Auto => match crate::gl::GlBackend::new(config) {
+                Ok(gl) if !gl.is_software() => {
+                    let mut me = Self::on(Backend::Gl, Backend::Auto);
+                    me.gl = Some(gl);
+                    Ok(me)
+                }
+                Ok(gl) => {
+                    log::info!(
+                        "pinframe: GL runs on a software rasteriser ({}); using the CPU backend",
+                        gl.info().gl_renderer
+                    );
+                    Ok(Self::on(Backend::Cpu, Backend::Auto))
+                }
+                Err(e) => {
+                    log::info!("pinframe: GL backend unavailable ({e}); using the CPU backend");
+                    Ok(Self::on(Backend::Cpu, Backend::Auto))
+                }
+            },
+        }
+    }
+
+    fn on(backend: Backend, requested: Backend) -> Self {
+        ImageProcessor {
+            backend,
+            requested,
+            #[cfg(feature = "gl")]
+            gl: None,
             cpu: CpuConverter::new(),
             threads: Threads::Pool,
             stats: ProcessorStats::default(),
             dst_layouts: Vec::with_capacity(KEPT_DST_LAYOUTS),
-        })
+        }
+    }
+
+    /// The GL backend's display and context, when conversions run on GL.
+    #[cfg(feature = "gl")]
+    pub fn gl_info(&self) -> Option<&crate::gl::GlInfo> {
+        self.gl.as_ref().map(|g| g.info())
+    }
+
+    /// The GL backend's counters (including live EGL images, after releasing those whose
+    /// tensors were dropped), when conversions run on GL.
+    #[cfg(feature = "gl")]
+    pub fn gl_stats(&mut self) -> Option<crate::gl::GlStats> {
+        self.gl.as_mut().map(|g| g.stats())
+    }
+
+    /// Runs `plan` on GL if this processor uses it. `Some(Ok)` when done; `None` when the
+    /// CPU must run it (no GL, or a counted fallback under `Auto`).
+    #[cfg(feature = "gl")]
+    fn try_gl(
+        &mut self,
+        run: impl FnOnce(&mut crate::gl::GlBackend) -> Result<()>,
+    ) -> Option<Result<()>> {
+        let gl = self.gl.as_mut()?;
+        let result = run(gl);
+        let s = gl.counters();
+        self.stats.imports = s.imports;
+        self.stats.cache_hits = s.cache_hits;
+        self.stats.uploads = s.uploads;
+        self.stats.readbacks = s.readbacks;
+        match result {
+            Ok(()) => Some(Ok(())),
+            Err(e) if self.requested == Backend::Auto => {
+                log::warn!("pinframe: GL could not convert ({e}); converting on the CPU");
+                self.stats.cpu_fallbacks += 1;
+                None
+            }
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// The backend conversions run on (never `Auto`).
@@ -145,6 +243,15 @@ impl ImageProcessor {
         options: &ConvertOptions,
     ) -> Result<ConvertInfo> {
         let plan = Plan::new(src_layout, dst_layout, options)?;
+        #[cfg(feature = "gl")]
+        if let Some(r) = self.try_gl(|gl| {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut *dst);
+            gl.convert_bytes(&plan, src_layout, src, dst_layout, &mut [bytes])
+        }) {
+            r?;
+            self.stats.frames += 1;
+            return Ok(plan.info());
+        }
         self.cpu
             .convert(&plan, src, src_layout, dst, dst_layout, self.threads)?;
         self.stats.frames += 1;
@@ -200,6 +307,13 @@ impl ImageProcessor {
         };
         let dst_layout = &self.dst_layouts[kept];
         let plan = Plan::new(src_layout, dst_layout, options)?;
+        #[cfg(feature = "gl")]
+        if let Some(r) = self.try_gl(|gl| gl.convert(&plan, src, dst)) {
+            r?;
+            self.stats.frames += 1;
+            return Ok(plan.info());
+        }
+        let dst_layout = &self.dst_layouts[kept];
         let count = src_layout.buffer_count();
         if count > MAX_SOURCE_BUFFERS {
             return Err(Error::InvalidLayout(format!(

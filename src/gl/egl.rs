@@ -179,6 +179,8 @@ pub(crate) fn has_extension(list: &str, name: &str) -> bool {
 /// The native object a display was created from; kept alive as long as the display.
 enum Native {
     None,
+    /// Kept alive (never read) as long as the display that was created from it.
+    #[allow(dead_code)]
     Gbm(gbm::Device<File>),
 }
 
@@ -481,6 +483,8 @@ pub struct GlInfo {
     pub dma_buf_import: bool,
     /// True when `EGL_EXT_image_dma_buf_import_modifiers` is present.
     pub dma_buf_modifiers: bool,
+    /// DRM fourccs the display imports (when `eglQueryDmaBufFormatsEXT` can say).
+    pub dma_buf_formats: Vec<String>,
 }
 
 impl fmt::Display for GlInfo {
@@ -646,6 +650,7 @@ impl GlContext {
                 max_texture_size: 0,
                 dma_buf_import: display.has_extension("EGL_EXT_image_dma_buf_import"),
                 dma_buf_modifiers: display.has_extension("EGL_EXT_image_dma_buf_import_modifiers"),
+                dma_buf_formats: Vec::new(),
             },
             display,
             image_fns: None,

@@ -142,8 +142,8 @@ pub(crate) fn import(
             )));
         }
     };
-    let explicit_modifier = spec.modifier != DRM_FORMAT_MOD_LINEAR
-        && spec.modifier != DRM_FORMAT_MOD_INVALID;
+    let explicit_modifier =
+        spec.modifier != DRM_FORMAT_MOD_LINEAR && spec.modifier != DRM_FORMAT_MOD_INVALID;
     if explicit_modifier {
         if !ctx.info.dma_buf_modifiers {
             return Err(Error::Unsupported(format!(
@@ -163,7 +163,8 @@ pub(crate) fn import(
         }
     }
     let int = |v: usize, what: &str| {
-        i32::try_from(v).map_err(|_| Error::InvalidLayout(format!("{what} {v} exceeds EGL's range")))
+        i32::try_from(v)
+            .map_err(|_| Error::InvalidLayout(format!("{what} {v} exceeds EGL's range")))
     };
     let mut attribs = vec![
         EGL_WIDTH,
@@ -202,7 +203,13 @@ pub(crate) fn import(
         )
     };
     if raw.is_null() {
-        let code = ctx.display.egl.inst.get_error().map(|e| e.native()).unwrap_or(0);
+        let code = ctx
+            .display
+            .egl
+            .inst
+            .get_error()
+            .map(|e| e.native())
+            .unwrap_or(0);
         return Err(Error::Gl(format!(
             "the driver refused to import the dma-buf as a {}x{} {} image (offset {}, pitch {}, modifier {:#x}): EGL error {code:#x}",
             spec.width,

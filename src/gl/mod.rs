@@ -104,7 +104,10 @@ pub(crate) struct GlBackend {
 impl GlBackend {
     /// Starts the backend.
     pub(crate) fn new(config: GlConfig) -> Result<GlBackend> {
-        let ctx = GlContext::new(config.platform)?;
+        let mut ctx = GlContext::new(config.platform)?;
+        ctx.info.dma_buf_formats = import::supported_formats(&ctx)
+            .map(|v| v.into_iter().map(fourcc_to_string).collect())
+            .unwrap_or_default();
         let mut me = GlBackend {
             renderer: Renderer::new(ctx.info.max_texture_size),
             cache: ImageCache::new(config.cache_capacity),
@@ -125,10 +128,17 @@ impl GlBackend {
         &self.ctx.info
     }
 
-    /// The DRM fourccs the display imports, when it can say.
-    pub(crate) fn dma_buf_formats(&self) -> Option<Vec<String>> {
-        import::supported_formats(&self.ctx)
-            .map(|v| v.into_iter().map(fourcc_to_string).collect())
+    /// True on a software rasteriser (llvmpipe, softpipe, swrast, SwiftShader).
+    pub(crate) fn is_software(&self) -> bool {
+        let r = self.ctx.info.gl_renderer.to_ascii_lowercase();
+        ["llvmpipe", "softpipe", "swrast", "swiftshader"]
+            .iter()
+            .any(|s| r.contains(s))
+    }
+
+    /// Counters so far, without releasing dead cache entries.
+    pub(crate) fn counters(&self) -> GlStats {
+        self.stats
     }
 
     /// Counters so far (dead cache entries are released first, so `live_images` is
@@ -201,11 +211,9 @@ impl GlBackend {
                 for (i, b) in bufs.iter_mut().enumerate().take(src_layout.buffer_count()) {
                     *b = map.buffer_bytes(i);
                 }
-                let t = self.renderer.upload(
-                    gl,
-                    &src_layout,
-                    &bufs[..src_layout.buffer_count()],
-                )?;
+                let t =
+                    self.renderer
+                        .upload(gl, &src_layout, &bufs[..src_layout.buffer_count()])?;
                 self.stats.uploads += 1;
                 t
             }
@@ -286,6 +294,16 @@ impl GlBackend {
     }
 }
 
+impl std::fmt::Debug for GlBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlBackend")
+            .field("info", &self.ctx.info.to_string())
+            .field("stats", &self.stats)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
 impl Drop for GlBackend {
     fn drop(&mut self) {
         match self.ctx.current() {
@@ -309,8 +327,12 @@ fn image_layout<'a>(l: Option<&'a ImageLayout>, what: &str) -> Result<&'a ImageL
 fn check_plan(plan: &Plan, src: &ImageLayout, dst: &ImageLayout) -> Result<()> {
     if (plan.src_width, plan.src_height, plan.src_format)
         != (src.width(), src.height(), src.format())
-        || (plan.dst_width, plan.dst_height, plan.dst_format, plan.dst_dtype)
-            != (dst.width(), dst.height(), dst.format(), dst.dtype())
+        || (
+            plan.dst_width,
+            plan.dst_height,
+            plan.dst_format,
+            plan.dst_dtype,
+        ) != (dst.width(), dst.height(), dst.format(), dst.dtype())
     {
         return Err(Error::InvalidArgument(format!(
             "the plan was made for {}x{} {} -> {}x{} {}/{}, not {src:?} -> {dst:?}",

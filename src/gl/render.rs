@@ -383,7 +383,13 @@ impl Renderer {
                         .map_err(|e| Error::Gl(format!("glGenTextures: {e}")))?;
                     gl.bind_texture(glow::TEXTURE_2D, Some(tex));
                     set_nearest(gl);
-                    gl.tex_storage_2d(glow::TEXTURE_2D, 1, glow::RGBA32F, draw.taps_width as i32, 2);
+                    gl.tex_storage_2d(
+                        glow::TEXTURE_2D,
+                        1,
+                        glow::RGBA32F,
+                        draw.taps_width as i32,
+                        2,
+                    );
                     tex
                 }
             };

@@ -87,7 +87,14 @@ fn ref_fetch(l: &ImageLayout, b: &[Vec<u8>], x: usize, y: usize) -> [f64; 3] {
 /// f64 reference of one destination pixel: R, G, B (or grey in [0]) in 0..255,
 /// clamped, unrounded. Geometry from the plan's affine map only; taps, weights and the
 /// colour transform are computed here, independently, from DESIGN.md's definitions.
-fn ref_pixel(p: &Plan, opts: &ConvertOptions, l: &ImageLayout, b: &[Vec<u8>], x: u32, y: u32) -> [f64; 3] {
+fn ref_pixel(
+    p: &Plan,
+    opts: &ConvertOptions,
+    l: &ImageLayout,
+    b: &[Vec<u8>],
+    x: u32,
+    y: u32,
+) -> [f64; 3] {
     let v = p.valid;
     let pad = match opts.fit {
         Fit::Letterbox { pad } => pad.map(f64::from),
@@ -114,8 +121,14 @@ fn ref_pixel(p: &Plan, opts: &ConvertOptions, l: &ImageLayout, b: &[Vec<u8>], x:
         let (x0, y0) = (fx.floor(), fy.floor());
         let (ax, ay) = (fx - x0, fy - y0);
         let (x0, y0) = (x0 as i64, y0 as i64);
-        let (xa, xb) = (x0.clamp(lox, hix) as usize, (x0 + 1).clamp(lox, hix) as usize);
-        let (ya, yb) = (y0.clamp(loy, hiy) as usize, (y0 + 1).clamp(loy, hiy) as usize);
+        let (xa, xb) = (
+            x0.clamp(lox, hix) as usize,
+            (x0 + 1).clamp(lox, hix) as usize,
+        );
+        let (ya, yb) = (
+            y0.clamp(loy, hiy) as usize,
+            (y0 + 1).clamp(loy, hiy) as usize,
+        );
         let (s00, s10) = (ref_fetch(l, b, xa, ya), ref_fetch(l, b, xb, ya));
         let (s01, s11) = (ref_fetch(l, b, xa, yb), ref_fetch(l, b, xb, yb));
         let mut o = [0.0; 3];
@@ -146,7 +159,11 @@ fn ref_pixel(p: &Plan, opts: &ConvertOptions, l: &ImageLayout, b: &[Vec<u8>], x:
         s
     };
     if grey_out {
-        let g = if l.format() == PixelFormat::Grey { rgb[0] } else { luma(rgb) };
+        let g = if l.format() == PixelFormat::Grey {
+            rgb[0]
+        } else {
+            luma(rgb)
+        };
         return [g.clamp(0.0, 255.0), 0.0, 0.0];
     }
     rgb.map(|v| v.clamp(0.0, 255.0))
@@ -173,13 +190,21 @@ fn compare(
         for x in 0..w {
             let px = ref_pixel(p, opts, sl, sb, x, y);
             for c in 0..f.channels() {
-                let (plane, elem) = if planar { (c, x as usize) } else { (0, x as usize * n + c) };
+                let (plane, elem) = if planar {
+                    (c, x as usize)
+                } else {
+                    (0, x as usize * n + c)
+                };
                 // Which output channel lives at memory channel c (3 = alpha).
                 let ch = if f == PixelFormat::Grey {
                     0
                 } else {
                     let (o, a) = f.rgb_order().unwrap();
-                    if Some(c) == a { 3 } else { o.iter().position(|&p| p == c).unwrap() }
+                    if Some(c) == a {
+                        3
+                    } else {
+                        o.iter().position(|&p| p == c).unwrap()
+                    }
                 };
                 let v = if ch == 3 { 255.0 } else { px[ch] };
                 let pl = dl.planes()[plane];
@@ -290,7 +315,10 @@ fn every_format_pair_and_dtype_same_size() {
                 let dl = ImageLayout::tight(w, h, df, dt).unwrap();
                 let (plan, out) = run(&mut be, &opts, &sl, &sb, &dl);
                 let d = compare(&plan, &opts, &sl, &sb, &dl, &out);
-                assert!(d <= limit(dt), "{sf} -> {df}/{dt}: max diff {d} vs the f64 reference");
+                assert!(
+                    d <= limit(dt),
+                    "{sf} -> {df}/{dt}: max diff {d} vs the f64 reference"
+                );
                 worst[k] = worst[k].max(d);
             }
         }
@@ -328,7 +356,9 @@ fn geometry_rotations_flips_crops_letterbox_odd_sizes() {
                 let dt = DTYPES[(case / 3) % DTYPES.len()];
                 let (dw, dh) = (21 + (case % 5) as u32, 17 + (case % 4) as u32);
                 let fit = match case % 3 {
-                    0 => Fit::Letterbox { pad: [114, 60, 200] },
+                    0 => Fit::Letterbox {
+                        pad: [114, 60, 200],
+                    },
                     1 => Fit::Fill,
                     _ => Fit::Stretch,
                 };
@@ -350,15 +380,19 @@ fn geometry_rotations_flips_crops_letterbox_odd_sizes() {
                 };
                 // Padded destination rows too.
                 let drow = ImageLayout::tight(dw, dh, df, dt).unwrap().planes()[0].stride;
-                let dl = ImageLayout::with_stride(dw, dh, df, dt, drow + 4 * dt.size() + 8)
-                    .unwrap();
+                let dl =
+                    ImageLayout::with_stride(dw, dh, df, dt, drow + 4 * dt.size() + 8).unwrap();
                 let (plan, out) = run(&mut be, &opts, &sl, &sb, &dl);
                 let d = compare(&plan, &opts, &sl, &sb, &dl, &out);
                 assert!(d <= limit(dt), "{sf} -> {df}/{dt} {opts:?}: max diff {d}");
                 worst = worst.max(d);
                 // Padding bytes between rows are left untouched.
                 let p = dl.planes()[0];
-                assert_eq!(out[p.offset + p.stride - 1], 0xA5, "row padding overwritten");
+                assert_eq!(
+                    out[p.offset + p.stride - 1],
+                    0xA5,
+                    "row padding overwritten"
+                );
             }
         }
     }
@@ -402,14 +436,16 @@ fn bad_requests_are_errors() {
     let plan = Plan::new(&sl, &dl, &ConvertOptions::default()).unwrap();
     let mut out = vec![0u8; dl.allocation_len(0)];
     // Short source buffer.
-    assert!(be
-        .convert_bytes(&plan, &sl, &[&src[..10]], &dl, &mut [&mut out[..]])
-        .is_err());
+    assert!(
+        be.convert_bytes(&plan, &sl, &[&src[..10]], &dl, &mut [&mut out[..]])
+            .is_err()
+    );
     // Short destination buffer.
     let mut short = vec![0u8; 10];
-    assert!(be
-        .convert_bytes(&plan, &sl, &[&src], &dl, &mut [&mut short[..]])
-        .is_err());
+    assert!(
+        be.convert_bytes(&plan, &sl, &[&src], &dl, &mut [&mut short[..]])
+            .is_err()
+    );
     // A plan made for other layouts.
     let other = ImageLayout::new(9, 8, PixelFormat::Rgb).unwrap();
     let mut out9 = vec![0u8; other.allocation_len(0)];
@@ -421,9 +457,10 @@ fn bad_requests_are_errors() {
     let pl = ImageLayout::new(8, 8, PixelFormat::PlanarRgb).unwrap();
     let psrc = vec![0u8; pl.allocation_len(0)];
     let pplan = Plan::new(&pl, &dl, &ConvertOptions::default()).unwrap();
-    assert!(be
-        .convert_bytes(&pplan, &pl, &[&psrc], &dl, &mut [&mut out[..]])
-        .is_err());
+    assert!(
+        be.convert_bytes(&pplan, &pl, &[&psrc], &dl, &mut [&mut out[..]])
+            .is_err()
+    );
     // A source wider than the context's textures.
     let max = be.info().max_texture_size;
     if max < crate::image::MAX_DIMENSION {
@@ -481,7 +518,8 @@ fn tensors_upload_and_read_back() {
         return;
     };
     let mut rng = Rng(5);
-    let mut src = Tensor::<u8>::image(32, 16, PixelFormat::Nv12, Some(crate::Memory::Heap)).unwrap();
+    let mut src =
+        Tensor::<u8>::image(32, 16, PixelFormat::Nv12, Some(crate::Memory::Heap)).unwrap();
     {
         let mut m = src.map_mut().unwrap();
         for b in m.iter_mut() {
@@ -503,5 +541,8 @@ fn tensors_upload_and_read_back() {
     let out = dst.map().unwrap().buffer_bytes(0).to_vec();
     assert!(compare(&plan, &opts, &sl, &sb, &dl, &out) <= 1.0);
     let s = be.stats();
-    assert_eq!((s.uploads, s.readbacks, s.imports, s.live_images), (1, 1, 0, 0));
+    assert_eq!(
+        (s.uploads, s.readbacks, s.imports, s.live_images),
+        (1, 1, 0, 0)
+    );
 }

@@ -121,8 +121,9 @@ pub(crate) fn allocate_via(len: usize, route: &DmaRoute) -> Result<(OwnedFd, Dma
         .checked_next_multiple_of(page_size())
         .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
     let result = match route {
-        DmaRoute::Heap(name) => alloc_from_heap(&format!("/dev/dma_heap/{name}"), len)
-            .map(|fd| (fd, route.clone())),
+        DmaRoute::Heap(name) => {
+            alloc_from_heap(&format!("/dev/dma_heap/{name}"), len).map(|fd| (fd, route.clone()))
+        }
         DmaRoute::Udmabuf => alloc_udmabuf(len).map(|fd| (fd, DmaRoute::Udmabuf)),
         DmaRoute::Gbm(_) => alloc_gbm(len).map(|(fd, node)| (fd, DmaRoute::Gbm(node))),
     };

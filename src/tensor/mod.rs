@@ -17,12 +17,12 @@ use std::sync::Arc;
 
 pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, render_nodes};
 pub use heap::HEAP_ALIGNMENT;
+#[cfg(feature = "gl")]
+pub(crate) use pin::cpu_mappings_excluded_now;
 pub use pin::{
     CpuMappingShared, HostPin, MmapOwner, cpu_mapping_shared, live_cpu_mappings,
     with_cpu_mappings_excluded,
 };
-#[cfg(feature = "gl")]
-pub(crate) use pin::cpu_mappings_excluded_now;
 pub use sync::SyncCounts;
 
 use storage::BufferStorage;

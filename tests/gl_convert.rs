@@ -1,0 +1,398 @@
+//! The GL backend against the CPU backend (host lane: Mesa llvmpipe, surfaceless EGL):
+//! every source × destination × dtype, and geometry with crops, rotations, flips, fits,
+//! odd sizes and padded strides, agree within ±2 (u8, i8) and 2/255 (f16, f32).
+//!
+//! When GL cannot start these tests print SKIPPED with the reason, except under
+//! `CI=true`, where that is a failure.
+
+mod common;
+#[path = "common/reference.rs"]
+mod reference;
+
+use half::f16;
+use pinframe::{
+    Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, ImageLayout,
+    ImageProcessor, Interpolation, Matrix, Memory, Normalize, PixelFormat, Range, Rotation, Tensor,
+};
+use reference::{DST_FORMATS, Readback, Rng, random_buffers};
+
+const SOURCES: [PixelFormat; 15] = [
+    PixelFormat::Yuyv,
+    PixelFormat::Uyvy,
+    PixelFormat::Yvyu,
+    PixelFormat::Vyuy,
+    PixelFormat::Nv12,
+    PixelFormat::Nv21,
+    PixelFormat::Nv16,
+    PixelFormat::Nv61,
+    PixelFormat::I420,
+    PixelFormat::Yv12,
+    PixelFormat::Grey,
+    PixelFormat::Rgb,
+    PixelFormat::Bgr,
+    PixelFormat::Rgba,
+    PixelFormat::Bgra,
+];
+const SENTINEL: u8 = 0xA5;
+
+/// A processor on GL, or None after printing why (a panic under CI=true).
+fn gl(test: &str) -> Option<ImageProcessor> {
+    match ImageProcessor::with_backend(Backend::Gl) {
+        Ok(p) => {
+            assert_eq!(p.backend(), Backend::Gl);
+            Some(p)
+        }
+        Err(e) if common::under_ci() => panic!("{test}: the GL backend cannot start: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED {test}: the GL backend cannot start: {e}");
+            None
+        }
+    }
+}
+
+fn cpu() -> ImageProcessor {
+    ImageProcessor::with_backend(Backend::Cpu).unwrap()
+}
+
+/// Converts on one processor into a sentinel-filled buffer.
+fn run<T: Readback>(
+    p: &mut ImageProcessor,
+    bufs: &[Vec<u8>],
+    src: &ImageLayout,
+    dst: &ImageLayout,
+    o: &ConvertOptions,
+) -> Vec<T> {
+    let elem = std::mem::size_of::<T>();
+    let mut out = vec![T::zeroed(); dst.allocation_len(0).div_ceil(elem) + 2];
+    bytemuck::cast_slice_mut::<T, u8>(&mut out).fill(SENTINEL);
+    let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    p.convert_buffers(&slices, src, &mut out, dst, o)
+        .unwrap_or_else(|e| panic!("{:?}: {src:?} -> {dst:?} {o:?}: {e}", p.backend()));
+    out
+}
+
+/// Largest GL-vs-CPU difference over every element of the destination, in u8 steps
+/// (integer dtypes) or 1/255 units (floats); bytes outside the image must both keep
+/// the sentinel.
+fn diff<T: Readback>(a: &[T], b: &[T], dst: &ImageLayout) -> f64 {
+    let ab: &[u8] = bytemuck::cast_slice(a);
+    let bb: &[u8] = bytemuck::cast_slice(b);
+    let e = std::mem::size_of::<T>();
+    let mut covered = vec![false; ab.len()];
+    for (i, p) in dst.planes().iter().enumerate() {
+        for r in 0..dst.plane_height(i) as usize {
+            let s = p.offset + r * p.stride;
+            covered[s..s + dst.plane_row_bytes(i)].fill(true);
+        }
+    }
+    for (i, &c) in covered.iter().enumerate() {
+        if !c {
+            assert_eq!(ab[i], SENTINEL, "GL wrote byte {i} outside {dst:?}");
+            assert_eq!(bb[i], SENTINEL, "CPU wrote byte {i} outside {dst:?}");
+        }
+    }
+    let scale = if matches!(dst.dtype(), DType::F16 | DType::F32) {
+        255.0
+    } else {
+        1.0
+    };
+    let mut worst = 0.0f64;
+    for (k, (x, y)) in a.iter().zip(b).enumerate() {
+        if !covered[k * e] {
+            continue;
+        }
+        let d = (x.as_f64() - y.as_f64()).abs() * scale;
+        if d.is_nan() || d > worst {
+            worst = if d.is_nan() { f64::INFINITY } else { d };
+        }
+    }
+    worst
+}
+
+fn compare(
+    g: &mut ImageProcessor,
+    c: &mut ImageProcessor,
+    bufs: &[Vec<u8>],
+    src: &ImageLayout,
+    dst: &ImageLayout,
+    o: &ConvertOptions,
+) -> f64 {
+    match dst.dtype() {
+        DType::U8 => diff(
+            &run::<u8>(g, bufs, src, dst, o),
+            &run::<u8>(c, bufs, src, dst, o),
+            dst,
+        ),
+        DType::I8 => diff(
+            &run::<i8>(g, bufs, src, dst, o),
+            &run::<i8>(c, bufs, src, dst, o),
+            dst,
+        ),
+        DType::F16 => diff(
+            &run::<f16>(g, bufs, src, dst, o),
+            &run::<f16>(c, bufs, src, dst, o),
+            dst,
+        ),
+        DType::F32 => diff(
+            &run::<f32>(g, bufs, src, dst, o),
+            &run::<f32>(c, bufs, src, dst, o),
+            dst,
+        ),
+        d => panic!("{d}"),
+    }
+}
+
+const TOLERANCE: f64 = 2.0;
+
+#[test]
+fn gl_matches_cpu_on_every_format_pair_and_dtype() {
+    let Some(mut g) = gl("gl_matches_cpu_on_every_format_pair_and_dtype") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(1);
+    let mut worst = [0.0f64; 4];
+    for sf in SOURCES {
+        let src = ImageLayout::new(46, 30, sf).unwrap();
+        let bufs = random_buffers(&src, &mut rng, 0);
+        for df in DST_FORMATS {
+            for (k, dt) in [DType::U8, DType::I8, DType::F16, DType::F32]
+                .into_iter()
+                .enumerate()
+            {
+                // Same size (no resampling) and a downscale with bilinear taps.
+                for (w, h) in [(46, 30), (37, 23)] {
+                    let dst = ImageLayout::tight(w, h, df, dt).unwrap();
+                    let o = ConvertOptions {
+                        normalize: Normalize::IMAGENET,
+                        ..Default::default()
+                    };
+                    let d = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
+                    assert!(
+                        d <= TOLERANCE,
+                        "{sf} -> {w}x{h} {df}/{dt}: GL vs CPU differ by {d}"
+                    );
+                    worst[k] = worst[k].max(d);
+                }
+            }
+        }
+    }
+    eprintln!("GL vs CPU max diff, u8/i8 steps and f16/f32 in 1/255: {worst:?}");
+    let s = g.stats();
+    assert_eq!(s.uploads, s.readbacks);
+    assert_eq!(s.uploads, s.frames);
+    assert_eq!((s.imports, s.cpu_fallbacks), (0, 0));
+}
+
+#[test]
+fn gl_matches_cpu_on_geometry() {
+    let Some(mut g) = gl("gl_matches_cpu_on_geometry") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(2);
+    let rotations = [Rotation::R0, Rotation::R90, Rotation::R180, Rotation::R270];
+    let flips = [Flip::None, Flip::Horizontal, Flip::Vertical];
+    let colorimetries = [
+        Colorimetry::new(Matrix::Bt601, Range::Limited),
+        Colorimetry::new(Matrix::Bt709, Range::Full),
+        Colorimetry::new(Matrix::Bt2020, Range::Limited),
+    ];
+    let mut cases = 0;
+    let mut worst = 0.0f64;
+    for (si, sf) in SOURCES.into_iter().enumerate() {
+        // Odd sizes (4:2:x sources need a padded stride for an odd width) and padding.
+        let (sw, sh) = (41 + 2 * (si as u32 % 3), 27 + (si as u32 % 2));
+        let even = ImageLayout::new(sw + 1, sh, sf).unwrap();
+        let src =
+            ImageLayout::with_stride(sw, sh, sf, DType::U8, even.planes()[0].stride + 7 + si * 4)
+                .unwrap();
+        let bufs = random_buffers(&src, &mut rng, 5);
+        for rotation in rotations {
+            for flip in flips {
+                cases += 1;
+                let df = DST_FORMATS[cases % DST_FORMATS.len()];
+                let dt = [DType::U8, DType::I8, DType::F16, DType::F32][(cases / 7) % 4];
+                let (dw, dh) = (13 + rng.below(30), 11 + rng.below(30));
+                let fit = match cases % 3 {
+                    0 => Fit::Letterbox { pad: [114, 7, 250] },
+                    1 => Fit::Fill,
+                    _ => Fit::Stretch,
+                };
+                let crop = match cases % 4 {
+                    0 => None,
+                    // Crops touching every border in turn.
+                    1 => Some(Crop::new(0, 0, sw - 5, sh - 3)),
+                    2 => Some(Crop::new(5, 3, sw - 5, sh - 3)),
+                    _ => Some(Crop::new(2, 1, 9, 7)),
+                };
+                let o = ConvertOptions {
+                    crop,
+                    flip,
+                    rotation,
+                    fit,
+                    interpolation: if cases % 5 == 0 {
+                        Interpolation::Nearest
+                    } else {
+                        Interpolation::Bilinear
+                    },
+                    colorimetry: ColorimetryChoice::Fixed(colorimetries[cases % 3]),
+                    normalize: Normalize {
+                        mean: [0.5, 0.1, 0.9],
+                        std: [0.25, 0.5, 2.0],
+                    },
+                };
+                let tight = ImageLayout::tight(dw, dh, df, dt).unwrap();
+                let pad = if cases % 2 == 0 {
+                    0
+                } else {
+                    3 * dt.size() + 16
+                };
+                let dst = ImageLayout::with_stride(dw, dh, df, dt, tight.planes()[0].stride + pad)
+                    .unwrap();
+                let d = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
+                assert!(
+                    d <= TOLERANCE,
+                    "{src:?} -> {dst:?} {o:?}: GL vs CPU differ by {d}"
+                );
+                worst = worst.max(d);
+            }
+        }
+    }
+    eprintln!("geometry: {cases} cases, GL vs CPU max diff {worst}");
+}
+
+#[test]
+fn tiny_images_and_a_tile_of_a_batch() {
+    let Some(mut g) = gl("tiny_images_and_a_tile_of_a_batch") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(3);
+    for (sf, sw, sh) in [
+        (PixelFormat::Rgb, 1, 1),
+        (PixelFormat::Nv12, 2, 2),
+        (PixelFormat::Yuyv, 2, 1),
+        (PixelFormat::Grey, 1, 3),
+    ] {
+        let src = ImageLayout::new(sw, sh, sf).unwrap();
+        let bufs = random_buffers(&src, &mut rng, 0);
+        for (dw, dh) in [(1, 1), (2, 2), (5, 3), (641 % 17, 479 % 13)] {
+            let dst = ImageLayout::tight(dw, dh, PixelFormat::Rgb, DType::U8).unwrap();
+            let d = compare(
+                &mut g,
+                &mut c,
+                &bufs,
+                &src,
+                &dst,
+                &ConvertOptions::default(),
+            );
+            assert!(d <= TOLERANCE, "{sf} {sw}x{sh} -> {dw}x{dh}: {d}");
+        }
+    }
+    // Tile 1 of a [2, 3, 16, 16] f32 batch: planes at offsets inside the batch buffer.
+    let src = ImageLayout::new(32, 32, PixelFormat::Yuyv).unwrap();
+    let bufs = random_buffers(&src, &mut rng, 0);
+    let plane = 16 * 16 * 4;
+    let planes: Vec<pinframe::Plane> = (0..3)
+        .map(|p| pinframe::Plane::new(3 * plane + p * plane, 16 * 4))
+        .collect();
+    let dst =
+        ImageLayout::with_planes(16, 16, PixelFormat::PlanarRgb, DType::F32, &planes).unwrap();
+    let d = compare(
+        &mut g,
+        &mut c,
+        &bufs,
+        &src,
+        &dst,
+        &ConvertOptions::default(),
+    );
+    assert!(d <= TOLERANCE, "batch tile: {d}");
+}
+
+#[test]
+fn tensors_are_uploaded_and_read_back_and_counted() {
+    let Some(mut g) = gl("tensors_are_uploaded_and_read_back_and_counted") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(4);
+    let mut src = Tensor::<u8>::image(64, 48, PixelFormat::Nv12, Some(Memory::Shm)).unwrap();
+    src.map_mut()
+        .unwrap()
+        .iter_mut()
+        .for_each(|b| *b = rng.byte());
+    let o = ConvertOptions {
+        fit: Fit::Letterbox { pad: [114; 3] },
+        normalize: Normalize::IMAGENET,
+        ..Default::default()
+    };
+    let mut a = Tensor::<f32>::image(40, 40, PixelFormat::PlanarRgb, Some(Memory::Heap)).unwrap();
+    let mut b = Tensor::<f32>::image(40, 40, PixelFormat::PlanarRgb, Some(Memory::Heap)).unwrap();
+    let info_gl = g.convert_with(&src, &mut a, &o).unwrap();
+    let info_cpu = c.convert_with(&src, &mut b, &o).unwrap();
+    assert_eq!(info_gl, info_cpu);
+    let d = diff(&a.map().unwrap(), &b.map().unwrap(), a.layout().unwrap());
+    assert!(d <= TOLERANCE, "{d}");
+    for _ in 0..3 {
+        g.convert_with(&src, &mut a, &o).unwrap();
+    }
+    let s = g.stats();
+    assert_eq!((s.frames, s.uploads, s.readbacks, s.imports), (4, 4, 4, 0));
+    let gs = g.gl_stats().unwrap();
+    assert_eq!((gs.draws, gs.live_images), (4, 0));
+}
+
+#[test]
+fn auto_and_info() {
+    let Some(g) = gl("auto_and_info") else {
+        return;
+    };
+    let info = g.gl_info().unwrap().clone();
+    eprintln!("{info}");
+    assert!(
+        info.gl_version.starts_with("OpenGL ES 3"),
+        "{}",
+        info.gl_version
+    );
+    assert!(info.max_texture_size >= 2048);
+    // Auto uses GL only on a hardware GPU: llvmpipe is slower than the CPU kernels.
+    let auto = ImageProcessor::new().unwrap();
+    let software = info.gl_renderer.contains("llvmpipe") || info.gl_renderer.contains("softpipe");
+    if software && std::env::var_os("PINFRAME_BACKEND").is_none() {
+        assert_eq!(auto.backend(), Backend::Cpu);
+    }
+}
+
+#[test]
+fn forced_platforms() {
+    if gl("forced_platforms").is_none() {
+        return;
+    }
+    use pinframe::{EglPlatform, GlConfig};
+    // The platform that works here can be forced; an unknown env value is an error.
+    let s = ImageProcessor::with_gl_config(
+        Backend::Gl,
+        GlConfig {
+            platform: Some(EglPlatform::Surfaceless),
+            ..Default::default()
+        },
+    );
+    match s {
+        Ok(p) => assert_eq!(p.gl_info().unwrap().platform, EglPlatform::Surfaceless),
+        Err(e) => eprintln!("surfaceless not available here: {e}"),
+    }
+    // GBM needs a render node; on a machine without /dev/dri it must say so, not crash.
+    if !std::path::Path::new("/dev/dri").exists() {
+        let e = ImageProcessor::with_gl_config(
+            Backend::Gl,
+            GlConfig {
+                platform: Some(EglPlatform::Gbm),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("gbm"), "{e}");
+    }
+    assert!("vulkan".parse::<EglPlatform>().is_err());
+}
