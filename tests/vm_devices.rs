@@ -39,8 +39,7 @@ struct V4l2Capability {
     device_caps: u32,
     reserved: [u32; 3],
 }
-const VIDIOC_QUERYCAP: libc::c_ulong =
-    ioc(IOC_READ, b'V', 0, size_of::<V4l2Capability>());
+const VIDIOC_QUERYCAP: libc::c_ulong = ioc(IOC_READ, b'V', 0, size_of::<V4l2Capability>());
 const V4L2_CAP_VIDEO_CAPTURE: u32 = 0x0000_0001;
 const V4L2_CAP_VIDEO_CAPTURE_MPLANE: u32 = 0x0000_1000;
 const V4L2_CAP_STREAMING: u32 = 0x0400_0000;
@@ -71,8 +70,12 @@ struct DmaHeapAllocationData {
     fd_flags: u32,
     heap_flags: u64,
 }
-const DMA_HEAP_IOCTL_ALLOC: libc::c_ulong =
-    ioc(IOC_READ | IOC_WRITE, b'H', 0x0, size_of::<DmaHeapAllocationData>());
+const DMA_HEAP_IOCTL_ALLOC: libc::c_ulong = ioc(
+    IOC_READ | IOC_WRITE,
+    b'H',
+    0x0,
+    size_of::<DmaHeapAllocationData>(),
+);
 
 /// `struct udmabuf_create` (linux/udmabuf.h).
 #[repr(C)]
@@ -97,7 +100,10 @@ fn open_rw(path: &str) -> File {
 
 fn assert_char_device(path: &str) {
     let meta = std::fs::metadata(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    assert!(meta.file_type().is_char_device(), "{path} is not a character device");
+    assert!(
+        meta.file_type().is_char_device(),
+        "{path} is not a character device"
+    );
 }
 
 fn env_node(var: &str) -> String {
@@ -119,15 +125,27 @@ fn querycap(path: &str) -> V4l2Capability {
     // SAFETY: VIDIOC_QUERYCAP writes exactly one `struct v4l2_capability`, which
     // `V4l2Capability` mirrors (same size and layout, encoded in the request number);
     // `cap` is a live, exclusively borrowed value and `dev` an open V4L2 node.
-    let r = unsafe { libc::ioctl(dev.as_raw_fd(), VIDIOC_QUERYCAP, &mut cap as *mut V4l2Capability) };
-    assert_eq!(r, 0, "VIDIOC_QUERYCAP on {path}: {}", std::io::Error::last_os_error());
+    let r = unsafe {
+        libc::ioctl(
+            dev.as_raw_fd(),
+            VIDIOC_QUERYCAP,
+            &mut cap as *mut V4l2Capability,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "VIDIOC_QUERYCAP on {path}: {}",
+        std::io::Error::last_os_error()
+    );
     cap
 }
 
 /// Size of a dma-buf the way the tensor layer measures it: `lseek(SEEK_END)`.
 fn dmabuf_size(fd: OwnedFd) -> u64 {
     let mut f = File::from(fd);
-    f.seek(SeekFrom::End(0)).expect("lseek(SEEK_END) on a dma-buf")
+    f.seek(SeekFrom::End(0))
+        .expect("lseek(SEEK_END) on a dma-buf")
 }
 
 fn drm_driver_name(path: &str) -> String {
@@ -147,8 +165,19 @@ fn drm_driver_name(path: &str) -> String {
     // SAFETY: DRM_IOCTL_VERSION reads and writes one `struct drm_version`, mirrored by
     // `DrmVersion`; the kernel copies at most `name_len` bytes into `name`, a live
     // 64-byte buffer, and nothing into `date`/`desc` whose lengths are 0.
-    let r = unsafe { libc::ioctl(dev.as_raw_fd(), DRM_IOCTL_VERSION, &mut v as *mut DrmVersion) };
-    assert_eq!(r, 0, "DRM_IOCTL_VERSION on {path}: {}", std::io::Error::last_os_error());
+    let r = unsafe {
+        libc::ioctl(
+            dev.as_raw_fd(),
+            DRM_IOCTL_VERSION,
+            &mut v as *mut DrmVersion,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "DRM_IOCTL_VERSION on {path}: {}",
+        std::io::Error::last_os_error()
+    );
     let len = v.name_len.min(name.len());
     String::from_utf8_lossy(&name[..len]).into_owned()
 }
@@ -164,11 +193,27 @@ fn vivid_single_planar_node_is_a_capture_device() {
     assert_char_device(&node);
     let cap = querycap(&node);
     assert_eq!(c_str(&cap.driver), "vivid", "{node}: driver");
-    assert_ne!(cap.capabilities & V4L2_CAP_DEVICE_CAPS, 0, "{node}: no device_caps");
+    assert_ne!(
+        cap.capabilities & V4L2_CAP_DEVICE_CAPS,
+        0,
+        "{node}: no device_caps"
+    );
     let caps = cap.device_caps;
-    assert_ne!(caps & V4L2_CAP_VIDEO_CAPTURE, 0, "{node}: not a single-planar capture node (caps {caps:#x})");
-    assert_eq!(caps & V4L2_CAP_VIDEO_CAPTURE_MPLANE, 0, "{node}: is multi-planar (caps {caps:#x})");
-    assert_ne!(caps & V4L2_CAP_STREAMING, 0, "{node}: no streaming I/O (caps {caps:#x})");
+    assert_ne!(
+        caps & V4L2_CAP_VIDEO_CAPTURE,
+        0,
+        "{node}: not a single-planar capture node (caps {caps:#x})"
+    );
+    assert_eq!(
+        caps & V4L2_CAP_VIDEO_CAPTURE_MPLANE,
+        0,
+        "{node}: is multi-planar (caps {caps:#x})"
+    );
+    assert_ne!(
+        caps & V4L2_CAP_STREAMING,
+        0,
+        "{node}: no streaming I/O (caps {caps:#x})"
+    );
 }
 
 #[test]
@@ -178,13 +223,29 @@ fn vivid_multi_planar_node_is_an_mplane_capture_device() {
     }
     let node = env_node("PINFRAME_VM_VIDEO_MPLANE");
     assert_char_device(&node);
-    assert_ne!(node, env_node("PINFRAME_VM_VIDEO"), "the two vivid nodes must differ");
+    assert_ne!(
+        node,
+        env_node("PINFRAME_VM_VIDEO"),
+        "the two vivid nodes must differ"
+    );
     let cap = querycap(&node);
     assert_eq!(c_str(&cap.driver), "vivid", "{node}: driver");
     let caps = cap.device_caps;
-    assert_ne!(caps & V4L2_CAP_VIDEO_CAPTURE_MPLANE, 0, "{node}: not multi-planar (caps {caps:#x})");
-    assert_eq!(caps & V4L2_CAP_VIDEO_CAPTURE, 0, "{node}: also single-planar (caps {caps:#x})");
-    assert_ne!(caps & V4L2_CAP_STREAMING, 0, "{node}: no streaming I/O (caps {caps:#x})");
+    assert_ne!(
+        caps & V4L2_CAP_VIDEO_CAPTURE_MPLANE,
+        0,
+        "{node}: not multi-planar (caps {caps:#x})"
+    );
+    assert_eq!(
+        caps & V4L2_CAP_VIDEO_CAPTURE,
+        0,
+        "{node}: also single-planar (caps {caps:#x})"
+    );
+    assert_ne!(
+        caps & V4L2_CAP_STREAMING,
+        0,
+        "{node}: no streaming I/O (caps {caps:#x})"
+    );
 }
 
 #[test]
@@ -214,8 +275,19 @@ fn dma_heap_system_allocates_the_size_asked() {
         };
         // SAFETY: DMA_HEAP_IOCTL_ALLOC reads and writes one
         // `struct dma_heap_allocation_data`, mirrored by `DmaHeapAllocationData`.
-        let r = unsafe { libc::ioctl(dev.as_raw_fd(), DMA_HEAP_IOCTL_ALLOC, &mut data as *mut DmaHeapAllocationData) };
-        assert_eq!(r, 0, "DMA_HEAP_IOCTL_ALLOC({len}) on {heap}: {}", std::io::Error::last_os_error());
+        let r = unsafe {
+            libc::ioctl(
+                dev.as_raw_fd(),
+                DMA_HEAP_IOCTL_ALLOC,
+                &mut data as *mut DmaHeapAllocationData,
+            )
+        };
+        assert_eq!(
+            r,
+            0,
+            "DMA_HEAP_IOCTL_ALLOC({len}) on {heap}: {}",
+            std::io::Error::last_os_error()
+        );
         // SAFETY: on success the kernel returned a new dma-buf fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(data.fd as i32) };
         assert_eq!(dmabuf_size(fd), len, "dma-heap buffer size");
@@ -231,8 +303,17 @@ fn udmabuf_turns_a_sealed_memfd_into_a_dmabuf() {
     assert_char_device(node);
     let size: u64 = 16 * 4096;
     // SAFETY: memfd_create with a valid NUL-terminated name; the result is checked.
-    let raw = unsafe { libc::memfd_create(c"pinframe-vm-udmabuf".as_ptr(), libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC) };
-    assert!(raw >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+    let raw = unsafe {
+        libc::memfd_create(
+            c"pinframe-vm-udmabuf".as_ptr(),
+            libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC,
+        )
+    };
+    assert!(
+        raw >= 0,
+        "memfd_create: {}",
+        std::io::Error::last_os_error()
+    );
     // SAFETY: `raw` is a fresh fd owned by nothing else.
     let memfd = File::from(unsafe { OwnedFd::from_raw_fd(raw) });
     memfd.set_len(size).expect("ftruncate memfd");
@@ -241,11 +322,26 @@ fn udmabuf_turns_a_sealed_memfd_into_a_dmabuf() {
     assert_eq!(r, 0, "F_ADD_SEALS: {}", std::io::Error::last_os_error());
 
     let dev = open_rw(node);
-    let mut create = UdmabufCreate { memfd: memfd.as_raw_fd() as u32, flags: UDMABUF_FLAGS_CLOEXEC, offset: 0, size };
+    let mut create = UdmabufCreate {
+        memfd: memfd.as_raw_fd() as u32,
+        flags: UDMABUF_FLAGS_CLOEXEC,
+        offset: 0,
+        size,
+    };
     // SAFETY: UDMABUF_CREATE reads one `struct udmabuf_create`, mirrored by
     // `UdmabufCreate`; it returns a new dma-buf fd or -1.
-    let r = unsafe { libc::ioctl(dev.as_raw_fd(), UDMABUF_CREATE, &mut create as *mut UdmabufCreate) };
-    assert!(r >= 0, "UDMABUF_CREATE: {}", std::io::Error::last_os_error());
+    let r = unsafe {
+        libc::ioctl(
+            dev.as_raw_fd(),
+            UDMABUF_CREATE,
+            &mut create as *mut UdmabufCreate,
+        )
+    };
+    assert!(
+        r >= 0,
+        "UDMABUF_CREATE: {}",
+        std::io::Error::last_os_error()
+    );
     // SAFETY: `r` is the new dma-buf fd, owned by nothing else.
     let fd = unsafe { OwnedFd::from_raw_fd(r) };
     assert_eq!(dmabuf_size(fd), size, "udmabuf size");
@@ -262,6 +358,12 @@ fn guest_cpu_has_avx_masked_for_llvmpipe() {
         .find(|l| l.starts_with("flags"))
         .expect("a flags line in /proc/cpuinfo");
     let has = |f: &str| flags.split_whitespace().any(|x| x == f);
-    assert!(!has("avx2") && !has("avx"), "AVX is visible to the guest: llvmpipe output would be wrong under TCG");
-    assert_eq!(std::env::var("LP_NATIVE_VECTOR_WIDTH").as_deref(), Ok("128"));
+    assert!(
+        !has("avx2") && !has("avx"),
+        "AVX is visible to the guest: llvmpipe output would be wrong under TCG"
+    );
+    assert_eq!(
+        std::env::var("LP_NATIVE_VECTOR_WIDTH").as_deref(),
+        Ok("128")
+    );
 }

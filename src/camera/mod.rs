@@ -97,6 +97,10 @@ pub struct CameraConfig {
     /// Pixel format; `None` picks the first format in the driver's list that pinframe
     /// can convert.
     pub format: Option<PixelFormat>,
+    /// An exact V4L2 fourcc to ask for (e.g. `NM12` for NV12 with one buffer per plane
+    /// on a multi-planar device); overrides `format`. It must map to a format pinframe
+    /// converts.
+    pub fourcc: Option<u32>,
     /// Frames per second to ask for; `None` keeps the driver's rate (the synthetic
     /// camera then runs unpaced).
     pub fps: Option<u32>,
@@ -118,6 +122,7 @@ impl Default for CameraConfig {
         CameraConfig {
             size: None,
             format: None,
+            fourcc: None,
             fps: None,
             buffers: DEFAULT_BUFFERS,
             buffer_mode: BufferMode::Auto,
@@ -134,6 +139,12 @@ impl CameraConfig {
             format: Some(format),
             ..CameraConfig::default()
         }
+    }
+
+    /// Asks for an exact V4L2 fourcc (see [`CameraConfig::fourcc`]).
+    pub fn with_fourcc(mut self, fourcc: u32) -> Self {
+        self.fourcc = Some(fourcc);
+        self
     }
 
     /// Sets the frame rate to ask for.

@@ -90,7 +90,18 @@ impl Pattern {
     pub(crate) fn new(
         config: &CameraConfig,
     ) -> Result<(Pattern, Arc<Shared>, CaptureFormat, BufferMode)> {
-        let format = config.format.unwrap_or(PixelFormat::Yuyv);
+        let format = match config.fourcc {
+            Some(code) => match PixelFormat::from_v4l2_fourcc(code) {
+                Some((f, false)) => f,
+                _ => {
+                    return Err(Error::Unsupported(format!(
+                        "the synthetic camera makes yuyv or nv12, not {}",
+                        crate::image::fourcc_to_string(code)
+                    )));
+                }
+            },
+            None => config.format.unwrap_or(PixelFormat::Yuyv),
+        };
         if !matches!(format, PixelFormat::Yuyv | PixelFormat::Nv12) {
             return Err(Error::Unsupported(format!(
                 "the synthetic camera makes yuyv or nv12, not {format}"

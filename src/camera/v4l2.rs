@@ -268,8 +268,18 @@ impl Stream {
         let caps = Caps::query(fd.as_fd(), path)?;
         let formats = enumerate(fd.as_fd(), caps.buf_type, path)?;
         let dev = format!("{} [{}]", path.display(), caps.name);
-        let chosen = match config.format {
-            Some(want) => formats
+        let chosen = match (config.fourcc, config.format) {
+            (Some(code), _) => formats
+                .iter()
+                .find(|f| f.fourcc == code && f.format.is_some())
+                .ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "camera {dev} does not offer {} as a format pinframe can convert; {}",
+                        fourcc_to_string(code),
+                        supported_list(&formats)
+                    ))
+                })?,
+            (None, Some(want)) => formats
                 .iter()
                 .filter(|f| f.format == Some(want))
                 .min_by_key(|f| f.multi_buffer)
@@ -279,7 +289,7 @@ impl Stream {
                         supported_list(&formats)
                     ))
                 })?,
-            None => formats.iter().find(|f| f.format.is_some()).ok_or_else(|| {
+            (None, None) => formats.iter().find(|f| f.format.is_some()).ok_or_else(|| {
                 Error::Unsupported(format!(
                     "camera {dev}: {}; pinframe converts {}",
                     supported_list(&formats),
