@@ -208,6 +208,9 @@ pub struct CaptureFormat {
     pub height: u32,
     /// True when the device uses the multi-planar API (`V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE`).
     pub multi_planar_api: bool,
+    /// True when each frame holds two interleaved fields (`V4L2_FIELD_INTERLACED*`, as
+    /// from an analogue TV input); false for progressive frames.
+    pub interlaced: bool,
     /// `bytesperline` of each V4L2 plane (one entry per buffer of a frame).
     pub bytesperline: Vec<u32>,
     /// `sizeimage` of each V4L2 plane.

@@ -169,6 +169,7 @@ impl Pattern {
             width,
             height,
             multi_planar_api: false,
+            interlaced: false,
             bytesperline: vec![layout.planes()[0].stride as u32],
             sizeimage: vec![layout.allocation_len(0) as u32],
             v4l2_colorimetry: (0, 0, 0),

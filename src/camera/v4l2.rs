@@ -655,11 +655,21 @@ fn negotiate(
             supported_list(formats)
         )));
     }
-    if field != sys::v4l2_field_V4L2_FIELD_NONE && field != sys::v4l2_field_V4L2_FIELD_ANY {
-        return Err(Error::Unsupported(format!(
-            "camera {dev} delivers interlaced frames (v4l2 field {field}); pinframe needs progressive frames"
-        )));
-    }
+    // Progressive frames, or both fields interleaved line by line in one full frame (an
+    // image like any other, e.g. an analogue TV input). Separate or sequential fields are
+    // half images pinframe does not assemble.
+    let interlaced = match field {
+        sys::v4l2_field_V4L2_FIELD_NONE | sys::v4l2_field_V4L2_FIELD_ANY => false,
+        sys::v4l2_field_V4L2_FIELD_INTERLACED
+        | sys::v4l2_field_V4L2_FIELD_INTERLACED_TB
+        | sys::v4l2_field_V4L2_FIELD_INTERLACED_BT => true,
+        other => {
+            return Err(Error::Unsupported(format!(
+                "camera {dev} delivers separate or sequential fields (v4l2 field {other}); \
+                 pinframe needs whole frames (progressive or interleaved fields)"
+            )));
+        }
+    };
     let bad_layout = |why: String| {
         Error::Unsupported(format!(
             "camera {dev} reports a layout pinframe cannot describe for {width}x{height} {}: {why}; {}",
@@ -714,6 +724,7 @@ fn negotiate(
         width,
         height,
         multi_planar_api: mplane,
+        interlaced,
         bytesperline: bpl,
         sizeimage: sizes,
         v4l2_colorimetry: cs,
