@@ -1,6 +1,7 @@
 //! The VM lane's device check: inside the guest (`scripts/vm-test`), every device the
-//! guest tests rely on exists and answers at the simplest level. On the host each test
-//! prints SKIPPED and returns.
+//! guest tests rely on exists and answers at the simplest level. On the host the tests
+//! are listed as ignored (and, run with `--include-ignored`, print SKIPPED and return);
+//! `scripts/vm-test` runs them in the guest with `--include-ignored`.
 //!
 //! - vivid: `PINFRAME_VM_VIDEO` is a single-planar capture node and
 //!   `PINFRAME_VM_VIDEO_MPLANE` a multi-planar one (VIDIOC_QUERYCAP);
@@ -185,6 +186,7 @@ fn drm_driver_name(path: &str) -> String {
 // ---- tests ----
 
 #[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
 fn vivid_single_planar_node_is_a_capture_device() {
     if common::skip_unless_vm("vivid_single_planar_node_is_a_capture_device") {
         return;
@@ -217,6 +219,7 @@ fn vivid_single_planar_node_is_a_capture_device() {
 }
 
 #[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
 fn vivid_multi_planar_node_is_an_mplane_capture_device() {
     if common::skip_unless_vm("vivid_multi_planar_node_is_an_mplane_capture_device") {
         return;
@@ -249,6 +252,7 @@ fn vivid_multi_planar_node_is_an_mplane_capture_device() {
 }
 
 #[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
 fn vgem_drm_card_and_render_node_exist() {
     if common::skip_unless_vm("vgem_drm_card_and_render_node_exist") {
         return;
@@ -260,6 +264,7 @@ fn vgem_drm_card_and_render_node_exist() {
 }
 
 #[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
 fn dma_heap_system_allocates_the_size_asked() {
     if common::skip_unless_vm("dma_heap_system_allocates_the_size_asked") {
         return;
@@ -295,6 +300,7 @@ fn dma_heap_system_allocates_the_size_asked() {
 }
 
 #[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
 fn udmabuf_turns_a_sealed_memfd_into_a_dmabuf() {
     if common::skip_unless_vm("udmabuf_turns_a_sealed_memfd_into_a_dmabuf") {
         return;
@@ -348,6 +354,7 @@ fn udmabuf_turns_a_sealed_memfd_into_a_dmabuf() {
 }
 
 #[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
 fn guest_cpu_has_avx_masked_for_llvmpipe() {
     if common::skip_unless_vm("guest_cpu_has_avx_masked_for_llvmpipe") {
         return;

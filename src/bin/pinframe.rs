@@ -1,1 +1,510 @@
-fn main() {}
+//! The `pinframe` command-line tool: convert image files and benchmark conversions
+//! through the library (see DESIGN.md's CLI contract).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use half::f16;
+use pinframe::{
+    Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, DType, Element, Error, Fit,
+    Flip, ImageLayout, ImageProcessor, Interpolation, Matrix, Normalize, PixelFormat, Range,
+    Result, Rotation,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "pinframe",
+    version,
+    about = "Camera frames to inference-ready tensors"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands. `info` and `capture` join this list as their lanes land.
+#[derive(Subcommand)]
+enum Command {
+    /// Convert an image file (raw, PNG or JPEG) into another format, size and dtype.
+    Convert(ConvertArgs),
+    /// Time conversions of a synthetic frame and print time per frame and frames per second.
+    Bench(BenchArgs),
+}
+
+/// A `WxH` size.
+#[derive(Clone, Copy, Debug)]
+struct Size(u32, u32);
+
+fn parse_size(s: &str) -> std::result::Result<Size, String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("size {s:?} is not WxH (e.g. 640x480)"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("size {s:?} is not WxH (e.g. 640x480)"))
+    };
+    Ok(Size(num(w)?, num(h)?))
+}
+
+fn parse_list<const N: usize, T: std::str::FromStr>(
+    s: &str,
+    what: &str,
+) -> std::result::Result<[T; N], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() != N {
+        return Err(format!("{what} {s:?} needs {N} comma-separated values"));
+    }
+    let mut out = Vec::with_capacity(N);
+    for p in parts {
+        out.push(
+            p.parse::<T>()
+                .map_err(|_| format!("{what} {s:?}: {p:?} is not a valid number"))?,
+        );
+    }
+    out.try_into()
+        .map_err(|_| format!("{what} {s:?} needs {N} values"))
+}
+
+fn parse_pad(s: &str) -> std::result::Result<[u8; 3], String> {
+    parse_list::<3, u8>(s, "pad (R,G,B in 0..=255)")
+}
+fn parse_crop(s: &str) -> std::result::Result<Crop, String> {
+    let [x, y, w, h] = parse_list::<4, u32>(s, "crop (X,Y,W,H)")?;
+    Ok(Crop::new(x, y, w, h))
+}
+fn parse_triple(s: &str) -> std::result::Result<[f32; 3], String> {
+    parse_list::<3, f32>(s, "R,G,B")
+}
+fn parse_format(s: &str) -> std::result::Result<PixelFormat, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+fn parse_dtype(s: &str) -> std::result::Result<DType, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+fn parse_backend(s: &str) -> std::result::Result<Backend, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+fn parse_matrix(s: &str) -> std::result::Result<Matrix, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+fn parse_range(s: &str) -> std::result::Result<Range, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+fn parse_flip(s: &str) -> std::result::Result<Flip, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+fn parse_interp(s: &str) -> std::result::Result<Interpolation, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+
+/// Geometry, colour and normalisation options shared by `convert` and `bench`.
+#[derive(Args)]
+struct ProcessArgs {
+    /// Element type of the output.
+    #[arg(long, default_value = "u8", value_parser = parse_dtype)]
+    dtype: DType,
+    /// How the source is fitted into the output size.
+    #[arg(long, default_value = "stretch", value_parser = ["stretch", "letterbox", "fill"])]
+    fit: String,
+    /// Letterbox padding colour.
+    #[arg(long, value_name = "R,G,B", default_value = "114,114,114", value_parser = parse_pad)]
+    pad: [u8; 3],
+    /// Source rectangle to convert.
+    #[arg(long, value_name = "X,Y,W,H", value_parser = parse_crop)]
+    crop: Option<Crop>,
+    /// Clockwise rotation in degrees.
+    #[arg(long, default_value_t = 0, value_parser = clap::builder::PossibleValuesParser::new(["0", "90", "180", "270"]).map(|s| s.parse::<u32>().unwrap_or(0)))]
+    rotate: u32,
+    /// Mirroring (before the rotation).
+    #[arg(long, default_value = "none", value_parser = parse_flip)]
+    flip: Flip,
+    /// Resampling filter.
+    #[arg(long, default_value = "bilinear", value_parser = parse_interp)]
+    interp: Interpolation,
+    /// YUV matrix (default: from the frame size).
+    #[arg(long, value_parser = parse_matrix)]
+    matrix: Option<Matrix>,
+    /// YUV range (default: limited).
+    #[arg(long, value_parser = parse_range)]
+    range: Option<Range>,
+    /// Per-channel mean for float outputs.
+    #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
+    mean: Option<[f32; 3]>,
+    /// Per-channel std for float outputs.
+    #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
+    std: Option<[f32; 3]>,
+    /// Backend to run on.
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    backend: Backend,
+}
+
+impl ProcessArgs {
+    fn options(&self, src_height: u32) -> Result<ConvertOptions> {
+        let fit = match self.fit.as_str() {
+            "letterbox" => Fit::Letterbox { pad: self.pad },
+            "fill" => Fit::Fill,
+            _ => Fit::Stretch,
+        };
+        Ok(ConvertOptions {
+            crop: self.crop,
+            flip: self.flip,
+            rotation: Rotation::from_degrees(self.rotate)?,
+            fit,
+            interpolation: self.interp,
+            colorimetry: ColorimetryChoice::from_parts(
+                self.matrix,
+                self.range,
+                pinframe::Colorimetry::default_for_height(src_height),
+            ),
+            normalize: Normalize {
+                mean: self.mean.unwrap_or([0.0; 3]),
+                std: self.std.unwrap_or([1.0; 3]),
+            },
+        })
+    }
+}
+
+#[derive(Args)]
+struct ConvertArgs {
+    /// Input file: raw bytes, or `.png`/`.jpg`/`.jpeg` (decoded to rgb).
+    #[arg(long)]
+    input: PathBuf,
+    /// Pixel format of a raw input.
+    #[arg(long, value_parser = parse_format)]
+    input_format: Option<PixelFormat>,
+    /// Size of a raw input.
+    #[arg(long, value_name = "WxH", value_parser = parse_size)]
+    input_size: Option<Size>,
+    /// Row pitch of a raw input's first plane in bytes (default: tightly packed).
+    #[arg(long, value_name = "BYTES")]
+    input_stride: Option<usize>,
+    /// Output file: raw bytes (tightly packed), or `.png` (u8 rgb/bgr/rgba/bgra/grey/planar).
+    #[arg(long)]
+    output: PathBuf,
+    /// Pixel format of the output.
+    #[arg(long, value_parser = parse_format)]
+    output_format: PixelFormat,
+    /// Size of the output (default: the cropped, rotated input size).
+    #[arg(long, value_name = "WxH", value_parser = parse_size)]
+    output_size: Option<Size>,
+    #[command(flatten)]
+    process: ProcessArgs,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Pixel format of the synthetic input frame.
+    #[arg(long, default_value = "yuyv", value_parser = parse_format)]
+    input_format: PixelFormat,
+    /// Size of the input frame.
+    #[arg(long, value_name = "WxH", default_value = "1920x1080", value_parser = parse_size)]
+    input_size: Size,
+    /// Pixel format of the output.
+    #[arg(long, default_value = "rgb", value_parser = parse_format)]
+    output_format: PixelFormat,
+    /// Size of the output.
+    #[arg(long, value_name = "WxH", default_value = "640x640", value_parser = parse_size)]
+    output_size: Size,
+    /// Number of timed conversions (after one warm-up).
+    #[arg(long, default_value_t = 100)]
+    frames: u32,
+    #[command(flatten)]
+    process: ProcessArgs,
+}
+
+fn is_image_file(path: &Path) -> bool {
+    matches!(
+        path.extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("png" | "jpg" | "jpeg")
+    )
+}
+
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::InvalidArgument(format!("{what} {}: {e}", path.display()))
+}
+
+/// Reads the input as (layout, bytes).
+fn read_input(args: &ConvertArgs) -> Result<(ImageLayout, Vec<u8>)> {
+    if is_image_file(&args.input) {
+        let img = image::open(&args.input)
+            .map_err(|e| {
+                Error::InvalidArgument(format!("cannot decode {}: {e}", args.input.display()))
+            })?
+            .to_rgb8();
+        let (w, h) = img.dimensions();
+        if let Some(f) = args.input_format
+            && f != PixelFormat::Rgb
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} is decoded as rgb; drop --input-format {f} or give a raw file",
+                args.input.display()
+            )));
+        }
+        if let Some(Size(iw, ih)) = args.input_size
+            && (iw, ih) != (w, h)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} is {w}x{h}, not the --input-size {iw}x{ih}",
+                args.input.display()
+            )));
+        }
+        return Ok((ImageLayout::new(w, h, PixelFormat::Rgb)?, img.into_raw()));
+    }
+    let format = args.input_format.ok_or_else(|| {
+        Error::InvalidArgument("a raw input needs --input-format (e.g. yuyv, nv12, rgb)".into())
+    })?;
+    let Size(w, h) = args
+        .input_size
+        .ok_or_else(|| Error::InvalidArgument("a raw input needs --input-size WxH".into()))?;
+    let layout = match args.input_stride {
+        Some(stride) => ImageLayout::with_stride(w, h, format, DType::U8, stride)?,
+        None => ImageLayout::new(w, h, format)?,
+    };
+    let bytes = std::fs::read(&args.input).map_err(|e| io_error("cannot read", &args.input, e))?;
+    let needed = layout.required_len(0);
+    if bytes.len() < needed {
+        return Err(Error::InvalidArgument(format!(
+            "{} has {} bytes but a {w}x{h} {format} image needs {needed}; check --input-size, \
+             --input-format and --input-stride",
+            args.input.display(),
+            bytes.len()
+        )));
+    }
+    Ok((layout, bytes))
+}
+
+/// Converts into a fresh, tightly packed buffer of `T`.
+fn convert_into<T: Element>(
+    proc: &mut ImageProcessor,
+    src: &[u8],
+    src_layout: &ImageLayout,
+    dst_layout: &ImageLayout,
+    options: &ConvertOptions,
+) -> Result<(Vec<T>, ConvertInfo)> {
+    let mut out = vec![T::zeroed(); dst_layout.required_len(0) / std::mem::size_of::<T>()];
+    let info = proc.convert_buffers(&[src], src_layout, &mut out, dst_layout, options)?;
+    Ok((out, info))
+}
+
+fn convert(args: &ConvertArgs) -> Result<()> {
+    let (src_layout, src) = read_input(args)?;
+    let options = args.process.options(src_layout.height())?;
+    let Size(w, h) = match args.output_size {
+        Some(s) => s,
+        None => {
+            let c =
+                options
+                    .crop
+                    .unwrap_or(Crop::new(0, 0, src_layout.width(), src_layout.height()));
+            if options.rotation.swaps_axes() {
+                Size(c.height, c.width)
+            } else {
+                Size(c.width, c.height)
+            }
+        }
+    };
+    let dtype = args.process.dtype;
+    let dst_layout = ImageLayout::tight(w, h, args.output_format, dtype)?;
+    let png = args
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    if png && dtype != DType::U8 {
+        return Err(Error::InvalidArgument(format!(
+            "PNG output holds u8 pixels; use --dtype u8 or a raw output file instead of {dtype}"
+        )));
+    }
+    let mut proc = ImageProcessor::with_backend(args.process.backend)?;
+    let bytes: Vec<u8> = match dtype {
+        DType::U8 => convert_into::<u8>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
+        DType::I8 => bytemuck::cast_vec(
+            convert_into::<i8>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
+        ),
+        DType::F16 => bytemuck::cast_slice(
+            &convert_into::<f16>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
+        )
+        .to_vec(),
+        DType::F32 => bytemuck::cast_slice(
+            &convert_into::<f32>(&mut proc, &src, &src_layout, &dst_layout, &options)?.0,
+        )
+        .to_vec(),
+        other => {
+            return Err(Error::Unsupported(format!(
+                "output dtype {other} is not supported; use u8, i8, f16 or f32"
+            )));
+        }
+    };
+    if png {
+        write_png(&args.output, &bytes, &dst_layout)
+    } else {
+        std::fs::write(&args.output, &bytes).map_err(|e| io_error("cannot write", &args.output, e))
+    }
+}
+
+fn write_png(path: &Path, bytes: &[u8], layout: &ImageLayout) -> Result<()> {
+    let (w, h) = (layout.width(), layout.height());
+    let n = (w * h) as usize;
+    let (data, color) = match layout.format() {
+        PixelFormat::Rgb => (bytes.to_vec(), image::ExtendedColorType::Rgb8),
+        PixelFormat::Rgba => (bytes.to_vec(), image::ExtendedColorType::Rgba8),
+        PixelFormat::Grey => (bytes.to_vec(), image::ExtendedColorType::L8),
+        PixelFormat::Bgr => (
+            bytes
+                .chunks_exact(3)
+                .flat_map(|p| [p[2], p[1], p[0]])
+                .collect(),
+            image::ExtendedColorType::Rgb8,
+        ),
+        PixelFormat::Bgra => (
+            bytes
+                .chunks_exact(4)
+                .flat_map(|p| [p[2], p[1], p[0], p[3]])
+                .collect(),
+            image::ExtendedColorType::Rgba8,
+        ),
+        PixelFormat::PlanarRgb | PixelFormat::PlanarBgr => {
+            let order = if layout.format() == PixelFormat::PlanarRgb {
+                [0, 1, 2]
+            } else {
+                [2, 1, 0]
+            };
+            let data = (0..n)
+                .flat_map(|i| order.map(|plane| bytes[plane * n + i]))
+                .collect();
+            (data, image::ExtendedColorType::Rgb8)
+        }
+        f => {
+            return Err(Error::Unsupported(format!("cannot write {f} as PNG")));
+        }
+    };
+    image::save_buffer(path, &data, w, h, color)
+        .map_err(|e| Error::InvalidArgument(format!("cannot write {}: {e}", path.display())))
+}
+
+fn bench(args: &BenchArgs) -> Result<()> {
+    let Size(sw, sh) = args.input_size;
+    let src_layout = ImageLayout::new(sw, sh, args.input_format)?;
+    let mut state = 0x9E37_79B9u32;
+    let src: Vec<u8> = (0..src_layout.required_len(0))
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u8
+        })
+        .collect();
+    let Size(dw, dh) = args.output_size;
+    let dtype = args.process.dtype;
+    let dst_layout = ImageLayout::tight(dw, dh, args.output_format, dtype)?;
+    let options = args.process.options(sh)?;
+    let mut proc = ImageProcessor::with_backend(args.process.backend)?;
+    if args.frames == 0 {
+        return Err(Error::InvalidArgument("--frames must be at least 1".into()));
+    }
+    let elapsed = match dtype {
+        DType::U8 => time::<u8>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
+        DType::I8 => time::<i8>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
+        DType::F16 => time::<f16>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
+        DType::F32 => time::<f32>(
+            &mut proc,
+            &src,
+            &src_layout,
+            &dst_layout,
+            &options,
+            args.frames,
+        )?,
+        other => {
+            return Err(Error::Unsupported(format!(
+                "output dtype {other} is not supported; use u8, i8, f16 or f32"
+            )));
+        }
+    };
+    let per_frame = elapsed.as_secs_f64() / f64::from(args.frames);
+    println!(
+        "{sw}x{sh} {} -> {dw}x{dh} {}/{dtype} on {} ({} threads): {:.3} ms per frame, {:.1} frames per second",
+        args.input_format,
+        args.output_format,
+        proc.backend(),
+        rayon::current_num_threads(),
+        per_frame * 1e3,
+        1.0 / per_frame
+    );
+    Ok(())
+}
+
+fn time<T: Element>(
+    proc: &mut ImageProcessor,
+    src: &[u8],
+    src_layout: &ImageLayout,
+    dst_layout: &ImageLayout,
+    options: &ConvertOptions,
+    frames: u32,
+) -> Result<Duration> {
+    let mut out = vec![T::zeroed(); dst_layout.required_len(0) / std::mem::size_of::<T>()];
+    proc.convert_buffers(&[src], src_layout, &mut out, dst_layout, options)?;
+    let start = Instant::now();
+    for _ in 0..frames {
+        proc.convert_buffers(&[src], src_layout, &mut out, dst_layout, options)?;
+    }
+    Ok(start.elapsed())
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                print!("{e}");
+                return ExitCode::SUCCESS;
+            }
+            // One line: clap's first line, without its usage block.
+            let text = e.to_string();
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            eprintln!("pinframe: {}", line.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
+    let result = match &cli.command {
+        Command::Convert(args) => convert(args),
+        Command::Bench(args) => bench(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pinframe: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

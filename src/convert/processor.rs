@@ -82,6 +82,7 @@ pub struct ProcessorStats {
 pub struct ImageProcessor {
     backend: Backend,
     /// What the caller asked for (`Auto` may fall back to the CPU; `Gl` may not).
+    #[cfg_attr(not(feature = "gl"), allow(dead_code))]
     requested: Backend,
     #[cfg(feature = "gl")]
     gl: Option<crate::gl::GlBackend>,

@@ -154,7 +154,7 @@ impl CpuConverter {
         };
         let band_rows = height.div_ceil(bands);
         let bands = height.div_ceil(band_rows);
-        let band_scratch = ROWS_PER_BAND * vw;
+        let band_scratch = ROWS_PER_BAND * vw + self.tables.blend_len();
         if self.rows.len() < bands * band_scratch {
             self.rows.resize(bands * band_scratch, 0.0);
         }
@@ -292,7 +292,13 @@ impl Job<'_> {
                 plan.norm_bias[c],
             )
         });
-        let (src_rows, out_rows) = scratch.split_at_mut(3 * vw);
+        // The padding as a whole packed pixel (colour at its positions, opaque alpha).
+        let mut pad_pixel = [T::opaque(); 4];
+        for c in 0..oc {
+            pad_pixel[plan.dst_channel_positions[c]] = pad[c];
+        }
+        let (rows_scratch, blend) = scratch.split_at_mut(ROWS_PER_BAND * vw);
+        let (src_rows, out_rows) = rows_scratch.split_at_mut(3 * vw);
         let (s0, rest) = src_rows.split_at_mut(vw);
         let (s1, s2) = rest.split_at_mut(vw);
         let (o0, rest) = out_rows.split_at_mut(vw);
@@ -304,18 +310,16 @@ impl Job<'_> {
             if inside {
                 let (row_offsets, row_weight) =
                     sample::row_taps(plan, &self.channels, self.count, dy as u32);
-                let srows: [&mut [f32]; 3] = [&mut *s0, &mut *s1, &mut *s2];
-                for (c, out) in srows.into_iter().enumerate().take(self.count) {
-                    let ch = &self.channels[c];
-                    sample::sample_channel(
-                        self.src[ch.buffer],
-                        self.tables,
-                        c,
-                        row_offsets[c],
-                        row_weight,
-                        out,
-                    );
-                }
+                sample::sample_row(
+                    self.src,
+                    &self.channels,
+                    self.count,
+                    self.tables,
+                    row_offsets,
+                    row_weight,
+                    [&mut *s0, &mut *s1, &mut *s2],
+                    blend,
+                );
                 let s: [&[f32]; 3] = if self.count == 1 {
                     [&*s0, &*s0, &*s0]
                 } else {
@@ -327,8 +331,8 @@ impl Job<'_> {
             match &mut band {
                 Band::Packed(b) => {
                     let row = &mut b[r * strides[0]..r * strides[0] + dw * bpp];
-                    fill_packed_pad(plan, row, 0, lo, bpp, &pad);
-                    fill_packed_pad(plan, row, hi, dw, bpp, &pad);
+                    fill_packed_pad(row, 0, lo, &pad_pixel[..bpp]);
+                    fill_packed_pad(row, hi, dw, &pad_pixel[..bpp]);
                     if inside {
                         store::store_packed(plan, &outs[..oc], &mut row[lo * bpp..], bpp);
                     }
@@ -354,24 +358,13 @@ impl Job<'_> {
     }
 }
 
-/// Fills packed pixels `from..to` of a row with the padding colour (and opaque alpha).
-fn fill_packed_pad<T: OutElement>(
-    plan: &Plan,
-    row: &mut [T],
-    from: usize,
-    to: usize,
-    bpp: usize,
-    pad: &[T; 3],
-) {
+/// Fills packed pixels `from..to` of a row with the padding pixel.
+fn fill_packed_pad<T: OutElement>(row: &mut [T], from: usize, to: usize, pad_pixel: &[T]) {
     if from >= to {
         return;
     }
+    let bpp = pad_pixel.len();
     for px in row[from * bpp..to * bpp].chunks_exact_mut(bpp) {
-        for c in 0..plan.output_channels {
-            px[plan.dst_channel_positions[c]] = pad[c];
-        }
-        if let Some(a) = plan.dst_alpha_position {
-            px[a] = T::opaque();
-        }
+        px.copy_from_slice(pad_pixel);
     }
 }

@@ -117,12 +117,29 @@ pub(crate) fn channel_sources(layout: &ImageLayout) -> ([ChannelSource; 3], usiz
     }
 }
 
+/// The bytes of one source plane that a destination row reads: `[lo, hi)` relative to the
+/// start of a plane row, and where its vertically blended copy lives in the scratch row.
+#[derive(Clone, Copy, Debug, Default)]
+struct PlaneSpan {
+    /// A channel on this plane (its row offsets are the plane's).
+    channel: usize,
+    lo: usize,
+    hi: usize,
+    scratch: usize,
+}
+
 /// Per destination column (of the valid region), the two taps' offsets for each channel
-/// along the source axis that follows destination columns, and the second tap's weight.
+/// along the source axis that follows destination columns, and the second tap's weight;
+/// plus, for the untransposed case, the span of each source plane the columns touch.
 #[derive(Default)]
 pub(crate) struct ColumnTables {
     offsets: [[Vec<usize>; 2]; 3],
     weights: Vec<f32>,
+    /// Which of `planes` each channel reads.
+    channel_plane: [usize; 3],
+    planes: [PlaneSpan; 3],
+    plane_count: usize,
+    blend_len: usize,
 }
 
 impl ColumnTables {
@@ -145,6 +162,57 @@ impl ColumnTables {
                 self.offsets[c][1].push(ch.axis_offset(axis, taps.i1));
             }
         }
+        self.plane_count = 0;
+        self.blend_len = 0;
+        if plan.transposed {
+            return;
+        }
+        // Group channels by the plane they read, and find the bytes each plane's row
+        // needs: a destination row blends exactly that span of its two source rows.
+        for c in 0..count {
+            let ch = &channels[c];
+            let lo = self.offsets[c]
+                .iter()
+                .flat_map(|t| t.iter())
+                .min()
+                .copied()
+                .unwrap_or(0);
+            let hi = self.offsets[c]
+                .iter()
+                .flat_map(|t| t.iter())
+                .max()
+                .map_or(0, |m| m + 1);
+            let same = (0..self.plane_count).find(|&p| {
+                let other = &channels[self.planes[p].channel];
+                (other.buffer, other.plane_offset) == (ch.buffer, ch.plane_offset)
+            });
+            match same {
+                Some(p) => {
+                    self.planes[p].lo = self.planes[p].lo.min(lo);
+                    self.planes[p].hi = self.planes[p].hi.max(hi);
+                    self.channel_plane[c] = p;
+                }
+                None => {
+                    self.planes[self.plane_count] = PlaneSpan {
+                        channel: c,
+                        lo,
+                        hi,
+                        scratch: 0,
+                    };
+                    self.channel_plane[c] = self.plane_count;
+                    self.plane_count += 1;
+                }
+            }
+        }
+        for p in &mut self.planes[..self.plane_count] {
+            p.scratch = self.blend_len;
+            self.blend_len += p.hi - p.lo;
+        }
+    }
+
+    /// Floats of scratch one band needs to blend its source rows.
+    pub fn blend_len(&self) -> usize {
+        self.blend_len
     }
 }
 
@@ -165,37 +233,71 @@ pub(crate) fn row_taps(
     (offsets, taps.weight as f32)
 }
 
-/// Interpolates channel `c` for every valid column of one destination row into `out`.
-/// Offsets and the source buffer were validated against the layout, so every index is
-/// in bounds (indexing still checks).
-pub(crate) fn sample_channel(
-    buf: &[u8],
+/// Interpolates every source channel for the valid columns of one destination row into
+/// `outs[c]`. Untransposed rows that need two source rows first blend the needed span of
+/// each plane's two rows (contiguous, vectorised), then take two taps per channel from
+/// the blend; other rows take their taps straight from the source. Offsets come from the
+/// validated layout, so every index is in bounds (indexing still checks).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sample_row(
+    src: &[&[u8]],
+    channels: &[ChannelSource; 3],
+    count: usize,
     tables: &ColumnTables,
-    c: usize,
-    row: [usize; 2],
+    row_offsets: [[usize; 2]; 3],
     row_weight: f32,
-    out: &mut [f32],
+    outs: [&mut [f32]; 3],
+    blend: &mut [f32],
 ) {
-    let a0 = &tables.offsets[c][0][..out.len()];
-    let a1 = &tables.offsets[c][1][..out.len()];
-    let wa = &tables.weights[..out.len()];
-    let [b0, b1] = row;
-    if row_weight == 0.0 || b0 == b1 {
-        // One source line: the common case for nearest and for exact-row scales.
-        for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
-            let p0 = f32::from(buf[b0 + o0]);
-            let p1 = f32::from(buf[b0 + o1]);
-            *o = p0 + (p1 - p0) * w;
+    let two_rows = row_weight != 0.0 && (0..count).any(|c| row_offsets[c][0] != row_offsets[c][1]);
+    let blended = two_rows && tables.plane_count > 0;
+    if blended {
+        for p in &tables.planes[..tables.plane_count] {
+            let buf = src[channels[p.channel].buffer];
+            let [b0, b1] = row_offsets[p.channel];
+            let r0 = &buf[b0 + p.lo..b0 + p.hi];
+            let r1 = &buf[b1 + p.lo..b1 + p.hi];
+            let dst = &mut blend[p.scratch..p.scratch + (p.hi - p.lo)];
+            for ((d, &a), &b) in dst.iter_mut().zip(r0).zip(r1) {
+                let (a, b) = (f32::from(a), f32::from(b));
+                *d = a + (b - a) * row_weight;
+            }
         }
-    } else {
-        for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
-            let p00 = f32::from(buf[b0 + o0]);
-            let p01 = f32::from(buf[b0 + o1]);
-            let p10 = f32::from(buf[b1 + o0]);
-            let p11 = f32::from(buf[b1 + o1]);
-            let top = p00 + (p01 - p00) * w;
-            let bottom = p10 + (p11 - p10) * w;
-            *o = top + (bottom - top) * row_weight;
+    }
+    for (c, out) in outs.into_iter().enumerate().take(count) {
+        let n = out.len();
+        let a0 = &tables.offsets[c][0][..n];
+        let a1 = &tables.offsets[c][1][..n];
+        let wa = &tables.weights[..n];
+        if blended {
+            let p = &tables.planes[tables.channel_plane[c]];
+            let row = &blend[p.scratch..p.scratch + (p.hi - p.lo)];
+            let lo = p.lo;
+            for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
+                let (x0, x1) = (row[o0 - lo], row[o1 - lo]);
+                *o = x0 + (x1 - x0) * w;
+            }
+            continue;
+        }
+        let buf = src[channels[c].buffer];
+        let [b0, b1] = row_offsets[c];
+        if !two_rows || b0 == b1 {
+            let row = &buf[b0..];
+            for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
+                let (x0, x1) = (f32::from(row[o0]), f32::from(row[o1]));
+                *o = x0 + (x1 - x0) * w;
+            }
+        } else {
+            // Transposed: the table's taps are rows, the row's taps are columns.
+            for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
+                let p00 = f32::from(buf[b0 + o0]);
+                let p01 = f32::from(buf[b0 + o1]);
+                let p10 = f32::from(buf[b1 + o0]);
+                let p11 = f32::from(buf[b1 + o1]);
+                let top = p00 + (p01 - p00) * w;
+                let bottom = p10 + (p11 - p10) * w;
+                *o = top + (bottom - top) * row_weight;
+            }
         }
     }
 }

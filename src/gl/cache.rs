@@ -97,10 +97,10 @@ impl ImageCache {
         token: Weak<dyn Any + Send + Sync>,
     ) {
         self.clock += 1;
-        if let Some(old) = self.entries.remove(&key) {
-            if let Some(i) = old.imported {
-                i.release(gl);
-            }
+        if let Some(old) = self.entries.remove(&key)
+            && let Some(i) = old.imported
+        {
+            i.release(gl);
         }
         self.entries.insert(
             key,

@@ -213,6 +213,10 @@ pub(crate) struct DisplayRef {
     pub(crate) version: (i32, i32),
     pub(crate) extensions: String,
     pub(crate) vendor: String,
+    /// Mesa's driver name (`EGL_MESA_query_driver`), when known.
+    pub(crate) driver: Option<String>,
+    /// Already released under the registry lock (by `release_locked`).
+    released: bool,
 }
 
 // SAFETY: an EGLDisplay handle may be used from any thread (EGL 1.4 §2.7).
@@ -240,8 +244,15 @@ impl DisplayRef {
             if let Some(entry) = reg.get_mut(&key) {
                 entry.refs += 1;
                 let raw = entry.raw as RawDisplay;
-                drop(reg);
-                return DisplayRef::describe(egl, raw, key, platform, node);
+                let d = DisplayRef::describe(egl, raw, key, platform, node);
+                match d.usable() {
+                    Ok(()) => return Ok(d),
+                    Err(e) => {
+                        why.push(e);
+                        release_locked(&mut reg, d);
+                        continue;
+                    }
+                }
             }
             let (native_ptr, holder) = match native {
                 NativeKind::Default => (std::ptr::null_mut(), Native::None),
@@ -279,8 +290,14 @@ impl DisplayRef {
                     _native: Arc::new(NativeHolder(holder)),
                 },
             );
-            drop(reg);
-            return DisplayRef::describe(egl, raw, key, platform, node);
+            let d = DisplayRef::describe(egl, raw, key, platform, node);
+            match d.usable() {
+                Ok(()) => return Ok(d),
+                Err(e) => {
+                    why.push(e);
+                    release_locked(&mut reg, d);
+                }
+            }
         }
         Err(Error::Gl(if why.is_empty() {
             format!("no {platform} display found")
@@ -289,13 +306,27 @@ impl DisplayRef {
         }))
     }
 
+    /// Rejects displays known not to work: Mesa's `kms_swrast` on a render node needs
+    /// dumb buffers, which only primary nodes allow (vgem in the VM lane): the primary
+    /// node (`card*`), tried later, works.
+    fn usable(&self) -> std::result::Result<(), String> {
+        let render_node = self.node.as_deref().is_some_and(|n| n.contains("renderD"));
+        if render_node && self.driver.as_deref() == Some("kms_swrast") {
+            return Err(format!(
+                "{}: kms_swrast on a render node cannot allocate (dumb buffers need a primary node)",
+                self.key
+            ));
+        }
+        Ok(())
+    }
+
     fn describe(
         egl: &'static Egl,
         raw: RawDisplay,
         key: String,
         platform: EglPlatform,
         node: Option<String>,
-    ) -> Result<DisplayRef> {
+    ) -> DisplayRef {
         // SAFETY: `raw` is initialised and kept so by the registry count taken above.
         let d = unsafe { egl::Display::from_ptr(raw) };
         let q = |name| {
@@ -310,7 +341,17 @@ impl DisplayRef {
             .filter(|s| !s.is_empty())
             .map(|s| s.parse::<i32>().unwrap_or(0));
         let version = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-        Ok(DisplayRef {
+        let driver = egl.proc_addr("eglGetDisplayDriverName").and_then(|f| {
+            type DriverName = unsafe extern "C" fn(RawDisplay) -> *const c_char;
+            // SAFETY: the signature EGL_MESA_query_driver specifies; `raw` is initialised;
+            // the returned string is static or null.
+            unsafe {
+                let f = std::mem::transmute::<extern "system" fn(), DriverName>(f);
+                let p = f(raw);
+                (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+            }
+        });
+        DisplayRef {
             egl,
             raw,
             key,
@@ -319,13 +360,20 @@ impl DisplayRef {
             version,
             extensions: q(egl::EXTENSIONS),
             vendor: q(egl::VENDOR),
-        })
+            driver,
+            released: false,
+        }
     }
 }
 
-impl Drop for DisplayRef {
-    fn drop(&mut self) {
-        let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+/// Releases `d` while the registry lock is already held.
+fn release_locked(reg: &mut HashMap<String, DisplayEntry>, mut d: DisplayRef) {
+    d.release(reg);
+    d.released = true;
+}
+
+impl DisplayRef {
+    fn release(&self, reg: &mut HashMap<String, DisplayEntry>) {
         let last = match reg.get_mut(&self.key) {
             Some(e) => {
                 e.refs -= 1;
@@ -339,6 +387,16 @@ impl Drop for DisplayRef {
             let _ = self.egl.inst.terminate(self.display());
             reg.remove(&self.key);
         }
+    }
+}
+
+impl Drop for DisplayRef {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+        self.release(&mut reg);
     }
 }
 
@@ -374,11 +432,12 @@ fn native_candidates(
                 .map_err(|e| Error::Gl(format!("no DRM render node: /dev/dri: {e}")))?
                 .filter_map(|e| e.ok())
                 .map(|e| e.path().to_string_lossy().into_owned())
-                .filter(|p| p.contains("/renderD"))
+                .filter(|p| p.contains("/renderD") || p.contains("/card"))
                 .collect();
-            nodes.sort();
+            // Render nodes first (no DRM master, the usual GPU path), then primary nodes.
+            nodes.sort_by_key(|n| (!n.contains("/renderD"), n.clone()));
             if nodes.is_empty() {
-                return Err(Error::Gl("no DRM render node in /dev/dri".into()));
+                return Err(Error::Gl("no DRM node in /dev/dri".into()));
             }
             let mut out = Vec::new();
             let mut why = Vec::new();
@@ -618,10 +677,10 @@ impl GlContext {
             glow::Context::from_loader_function_cstr(|name| {
                 if let Some(lib) = gles {
                     // SAFETY: looking up a symbol by its NUL-terminated name.
-                    if let Ok(sym) = lib.get::<*const c_void>(name.to_bytes_with_nul()) {
-                        if !sym.is_null() {
-                            return *sym;
-                        }
+                    if let Ok(sym) = lib.get::<*const c_void>(name.to_bytes_with_nul())
+                        && !sym.is_null()
+                    {
+                        return *sym;
                     }
                 }
                 egl.proc_addr(&name.to_string_lossy())

@@ -142,6 +142,18 @@ pub(crate) fn import(
             )));
         }
     };
+    if ctx.display.driver.as_deref() == Some("kms_swrast") {
+        // Mesa's kms_swrast maps imports through its own DRM device (dumb-buffer maps):
+        // a dma-buf exported by anything but DRM (dma-heap, udmabuf, V4L2) imports "fine"
+        // and then crashes the first draw (Mesa 22.3). Refuse those up front.
+        let exporter = dma_buf_exporter(fd);
+        if exporter.as_deref() != Some("drm") {
+            return Err(Error::Unsupported(format!(
+                "kms_swrast cannot map a dma-buf exported by {}; only DRM (GBM/dumb) buffers are imported",
+                exporter.as_deref().unwrap_or("an unknown exporter")
+            )));
+        }
+    }
     let explicit_modifier =
         spec.modifier != DRM_FORMAT_MOD_LINEAR && spec.modifier != DRM_FORMAT_MOD_INVALID;
     if explicit_modifier {
@@ -151,15 +163,15 @@ pub(crate) fn import(
                 spec.modifier
             )));
         }
-        if let Some(mods) = supported_modifiers(ctx, spec.fourcc) {
-            if !mods.contains(&spec.modifier) {
-                return Err(Error::Unsupported(format!(
-                    "DRM modifier {:#x} is not importable as {} on this display (supported: {:x?})",
-                    spec.modifier,
-                    fourcc_to_string(spec.fourcc),
-                    mods
-                )));
-            }
+        if let Some(mods) = supported_modifiers(ctx, spec.fourcc)
+            && !mods.contains(&spec.modifier)
+        {
+            return Err(Error::Unsupported(format!(
+                "DRM modifier {:#x} is not importable as {} on this display (supported: {:x?})",
+                spec.modifier,
+                fourcc_to_string(spec.fourcc),
+                mods
+            )));
         }
     }
     let int = |v: usize, what: &str| {
@@ -190,6 +202,7 @@ pub(crate) fn import(
     }
     attribs.push(EGL_NONE);
     let display = ctx.display.raw;
+    log::debug!("GL: eglCreateImage {spec:?}");
     // SAFETY: the display is initialised; EGL_LINUX_DMA_BUF_EXT takes a null client
     // buffer and no context; the attribute list is EGL_NONE-terminated and names an fd
     // that stays open for the call (EGL dups what it keeps).
@@ -233,6 +246,7 @@ pub(crate) fn import(
             .create_texture()
             .map_err(|e| Error::Gl(format!("glGenTextures: {e}")))?;
         gl.bind_texture(glow::TEXTURE_2D, Some(texture));
+        log::debug!("GL: glEGLImageTargetTexture2DOES");
         (fns.target_texture)(glow::TEXTURE_2D, image.raw);
         set_nearest(gl);
         gl.bind_texture(glow::TEXTURE_2D, None);
@@ -240,6 +254,7 @@ pub(crate) fn import(
             gl.delete_texture(texture);
             return Err(e);
         }
+        log::debug!("GL: image texture ready");
         let fbo = if spec.render_target {
             match framebuffer_for(gl, texture) {
                 Ok(f) => Some(f),
@@ -257,6 +272,15 @@ pub(crate) fn import(
             image,
         })
     }
+}
+
+/// The exporter of a dma-buf (`exp_name` in `/proc/self/fdinfo`): `drm` for GEM buffers,
+/// `system` for the system dma-heap, `udmabuf`, a V4L2 driver's allocator...
+pub(crate) fn dma_buf_exporter(fd: BorrowedFd<'_>) -> Option<String> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("exp_name:"))
+        .map(|v| v.trim().to_string())
 }
 
 /// The modifiers the display imports `fourcc` with, when it can say.

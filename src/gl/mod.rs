@@ -144,23 +144,19 @@ impl GlBackend {
     /// Counters so far (dead cache entries are released first, so `live_images` is
     /// exact).
     pub(crate) fn stats(&mut self) -> GlStats {
-        if self.cache.has_dead() {
-            if let Ok(cur) = self.ctx.current() {
-                self.cache.prune(cur.gl());
-            }
+        if self.cache.has_dead()
+            && let Ok(cur) = self.ctx.current()
+        {
+            self.cache.prune(cur.gl());
         }
         self.stats.live_images = self.cache.live_images() as u64;
         self.stats
     }
 
-    fn draw_for(&mut self, plan: &Plan) -> Draw {
-        match &self.last_draw {
-            Some((p, d)) if p == plan => d.clone(),
-            _ => {
-                let d = Draw::from_plan(plan);
-                self.last_draw = Some((plan.clone(), d.clone()));
-                d
-            }
+    /// Makes `last_draw` the draw of `plan` (rebuilt only when the plan changed).
+    fn prepare_draw(&mut self, plan: &Plan) {
+        if !matches!(&self.last_draw, Some((p, _)) if p == plan) {
+            self.last_draw = Some((plan.clone(), Draw::from_plan(plan)));
         }
     }
 
@@ -177,7 +173,10 @@ impl GlBackend {
         check_plan(plan, &src_layout, &dst_layout)?;
         let shape = render::target_shape(&dst_layout)?;
         let specs = render::source_textures(&src_layout)?;
-        let draw = self.draw_for(plan);
+        self.prepare_draw(plan);
+        let Some((_, draw)) = &self.last_draw else {
+            return Err(Error::Gl("no draw prepared".into()));
+        };
         let import = self.config.import_dma_buf && self.ctx.info.dma_buf_import;
         let cur = self.ctx.current()?;
         let gl = cur.gl();
@@ -238,11 +237,13 @@ impl GlBackend {
                 }
             }
         }
+        log::debug!("GL: drawing (imported target: {})", target.is_some());
         match target {
             Some(fbo) => {
                 self.renderer
-                    .draw(gl, &draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
+                    .draw(gl, draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
                 self.stats.draws += 1;
+                log::debug!("GL: glFinish");
                 // The dma-buf must hold the result when convert returns.
                 // SAFETY: the context is current.
                 unsafe { gl.finish() };
@@ -251,8 +252,9 @@ impl GlBackend {
             None => {
                 let fbo = self.renderer.own_target(gl, &shape)?;
                 self.renderer
-                    .draw(gl, &draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
+                    .draw(gl, draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
                 self.stats.draws += 1;
+                log::debug!("GL: reading back");
                 let mut map = dst.map_mut()?;
                 let mut sink = GuardSink(&mut map);
                 self.renderer
@@ -277,14 +279,17 @@ impl GlBackend {
         check_plan(plan, src_layout, dst_layout)?;
         let shape = render::target_shape(dst_layout)?;
         render::source_textures(src_layout)?;
-        let draw = self.draw_for(plan);
+        self.prepare_draw(plan);
+        let Some((_, draw)) = &self.last_draw else {
+            return Err(Error::Gl("no draw prepared".into()));
+        };
         let cur = self.ctx.current()?;
         let gl = cur.gl();
         let textures = self.renderer.upload(gl, src_layout, src)?;
         self.stats.uploads += 1;
         let fbo = self.renderer.own_target(gl, &shape)?;
         self.renderer
-            .draw(gl, &draw, src_layout, &textures, dst_layout, &shape, fbo)?;
+            .draw(gl, draw, src_layout, &textures, dst_layout, &shape, fbo)?;
         self.stats.draws += 1;
         let mut sink = SliceSink(dst);
         self.renderer
@@ -450,7 +455,7 @@ fn import_target<T: Element>(
             && planes[i].stride == p0.stride
             && planes[i].offset == p0.offset + i * h * p0.stride
     });
-    if shape.row_bytes % 4 != 0 || p0.stride % 4 != 0 || !contiguous {
+    if !shape.row_bytes.is_multiple_of(4) || !p0.stride.is_multiple_of(4) || !contiguous {
         log::debug!("GL: destination {layout:?} is not importable as AB24 rows; reading back");
         return Ok(None);
     }

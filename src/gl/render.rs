@@ -244,9 +244,9 @@ impl Renderer {
     }
 
     fn program(&mut self, gl: &glow::Context, kind: SourceKind) -> Result<&Program> {
-        if !self.programs.contains_key(&kind) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.programs.entry(kind) {
             let p = Program::build(gl, kind)?;
-            self.programs.insert(kind, p);
+            e.insert(p);
         }
         Ok(&self.programs[&kind])
     }
@@ -287,13 +287,12 @@ impl Renderer {
             unsafe {
                 gl.bind_texture(glow::TEXTURE_2D, Some(tex));
                 gl.pixel_store_i32(glow::UNPACK_ALIGNMENT, 1);
-                let data: &[u8];
-                if plane.stride % spec.texel_bytes == 0 {
+                let data: &[u8] = if plane.stride.is_multiple_of(spec.texel_bytes) {
                     gl.pixel_store_i32(
                         glow::UNPACK_ROW_LENGTH,
                         (plane.stride / spec.texel_bytes) as i32,
                     );
-                    data = &buf[plane.offset..plane.offset + plane.stride * (rows - 1) + row];
+                    &buf[plane.offset..plane.offset + plane.stride * (rows - 1) + row]
                 } else {
                     // A pitch GL cannot express in whole texels: repack rows.
                     self.scratch.clear();
@@ -302,8 +301,8 @@ impl Renderer {
                         self.scratch.extend_from_slice(&buf[s..s + row]);
                     }
                     gl.pixel_store_i32(glow::UNPACK_ROW_LENGTH, 0);
-                    data = &self.scratch;
-                }
+                    &self.scratch
+                };
                 gl.tex_sub_image_2d(
                     glow::TEXTURE_2D,
                     0,
@@ -329,10 +328,10 @@ impl Renderer {
         slot: usize,
         spec: &PlaneTexture,
     ) -> Result<glow::Texture> {
-        if let Some((s, t)) = self.uploads.get(slot) {
-            if s == spec {
-                return Ok(*t);
-            }
+        if let Some((s, t)) = self.uploads.get(slot)
+            && s == spec
+        {
+            return Ok(*t);
         }
         // SAFETY: the context is current (caller); the old texture of this slot, if
         // any, is ours and no longer used.
@@ -364,10 +363,11 @@ impl Renderer {
     /// The plan's tap table as an RGBA32F texture, re-uploaded only when it changes.
     fn taps_texture(&mut self, gl: &glow::Context, draw: &Draw) -> Result<glow::Texture> {
         self.check_size("the tap table", draw.taps_width, 2)?;
-        if let Some((t, w, tex)) = &self.taps {
-            if *w == draw.taps_width && *t == draw.taps {
-                return Ok(*tex);
-            }
+        if let Some((t, w, tex)) = &self.taps
+            && *w == draw.taps_width
+            && *t == draw.taps
+        {
+            return Ok(*tex);
         }
         // SAFETY: the context is current (caller); the table holds exactly
         // `taps_width * 2` RGBA32F texels; the previous table texture is ours.
@@ -420,10 +420,11 @@ impl Renderer {
         shape: &TargetShape,
     ) -> Result<glow::Framebuffer> {
         self.check_size("the destination", shape.width, shape.rows)?;
-        if let Some((w, h, _, fbo)) = self.target {
-            if w == shape.width && h == shape.rows {
-                return Ok(fbo);
-            }
+        if let Some((w, h, _, fbo)) = self.target
+            && w == shape.width
+            && h == shape.rows
+        {
+            return Ok(fbo);
         }
         // SAFETY: the context is current (caller); the previous target is ours.
         unsafe {
@@ -537,14 +538,14 @@ impl Renderer {
             gl.uniform_1_i32(u.transposed.as_ref(), draw.transposed as i32);
             let v = draw.valid;
             gl.uniform_4_i32(u.valid.as_ref(), v[0], v[1], v[2], v[3]);
-            for k in 0..4 {
-                gl.uniform_4_f32_slice(u.sel[k].as_ref(), &sel[k]);
+            for (loc, v) in u.sel.iter().zip(&sel) {
+                gl.uniform_4_f32_slice(loc.as_ref(), v);
             }
             gl.uniform_3_i32(u.rgb_pos.as_ref(), rgb_pos[0], rgb_pos[1], rgb_pos[2]);
             let vshift = (sf.chroma_subsampling().1 == 2) as i32;
             gl.uniform_1_i32(u.chroma_vshift.as_ref(), vshift);
-            for k in 0..3 {
-                gl.uniform_4_f32_slice(u.color[k].as_ref(), &draw.color[k]);
+            for (loc, v) in u.color.iter().zip(&draw.color) {
+                gl.uniform_4_f32_slice(loc.as_ref(), v);
             }
             gl.uniform_4_f32(u.pad.as_ref(), draw.pad[0], draw.pad[1], draw.pad[2], 0.0);
             gl.uniform_1_i32(u.dtype.as_ref(), dtype_code);
@@ -588,7 +589,7 @@ impl Renderer {
             for p in 0..shape.planes {
                 let plane = dst_layout.planes()[p];
                 let y0 = (p * h) as i32;
-                let direct = shape.row_bytes % 4 == 0 && plane.stride % 4 == 0;
+                let direct = shape.row_bytes.is_multiple_of(4) && plane.stride.is_multiple_of(4);
                 if direct {
                     gl.pixel_store_i32(glow::PACK_ROW_LENGTH, (plane.stride / 4) as i32);
                     let end = plane.offset + plane.stride * (h - 1) + shape.row_bytes;

@@ -51,7 +51,7 @@ fn ref_fetch(l: &ImageLayout, b: &[Vec<u8>], x: usize, y: usize) -> [f64; 3] {
         FormatFamily::PackedYuv422 => {
             let o = f.packed_yuv_offsets().unwrap();
             let base = y * st(0) + (x / 2) * 4;
-            let yo = if x % 2 == 0 { o[0] } else { o[2] };
+            let yo = if x.is_multiple_of(2) { o[0] } else { o[2] };
             [at(0, base + yo), at(0, base + o[1]), at(0, base + o[3])]
         }
         FormatFamily::SemiPlanarYuv => {
@@ -367,7 +367,7 @@ fn geometry_rotations_flips_crops_letterbox_odd_sizes() {
                     flip,
                     rotation,
                     fit,
-                    interpolation: if case % 5 == 0 {
+                    interpolation: if case.is_multiple_of(5) {
                         Interpolation::Nearest
                     } else {
                         Interpolation::Bilinear
@@ -441,7 +441,7 @@ fn bad_requests_are_errors() {
             .is_err()
     );
     // Short destination buffer.
-    let mut short = vec![0u8; 10];
+    let mut short = [0u8; 10];
     assert!(
         be.convert_bytes(&plan, &sl, &[&src], &dl, &mut [&mut short[..]])
             .is_err()

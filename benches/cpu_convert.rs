@@ -1,0 +1,258 @@
+//! The fused CPU path against the chain a user would otherwise write: the `yuv` crate
+//! (full-frame YUV→RGB), `fast_image_resize` (bilinear resize) and a plain loop for the
+//! letterbox layout and normalisation; plus a memcpy of the source frame as the floor.
+//!
+//! Both paths run on one thread (the fused one inside a 1-thread rayon pool, the chain's
+//! crates are single-threaded), so the ratio compares work, not core counts; `fused-pool`
+//! shows the fused path on the whole rayon pool for reference.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use fast_image_resize::images::{Image, ImageRef};
+use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use pinframe::{
+    Backend, ConvertOptions, DType, Fit, ImageLayout, ImageProcessor, Normalize, PixelFormat,
+};
+use yuv::{YuvBiPlanarImage, YuvConversionMode, YuvPackedImage, YuvRange, YuvStandardMatrix};
+
+const SRC_W: u32 = 1920;
+const SRC_H: u32 = 1080;
+const PAD: u8 = 114;
+
+#[derive(Clone, Copy)]
+enum Out {
+    RgbU8,
+    PlanarF32,
+    PlanarI8,
+}
+
+impl Out {
+    fn name(self) -> &'static str {
+        match self {
+            Out::RgbU8 => "rgb-u8",
+            Out::PlanarF32 => "planar-f32-norm",
+            Out::PlanarI8 => "planar-i8",
+        }
+    }
+}
+
+fn source(format: PixelFormat) -> (ImageLayout, Vec<u8>) {
+    let layout = ImageLayout::new(SRC_W, SRC_H, format).unwrap();
+    let mut state = 0x1234_5678u32;
+    let bytes = (0..layout.required_len(0))
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 24) as u8
+        })
+        .collect();
+    (layout, bytes)
+}
+
+/// The chain: YUV→RGB of the full frame, resize, then letterbox placement + layout +
+/// normalisation in a plain loop. Buffers are allocated once, outside the timed loop.
+struct Chain {
+    rgb: Vec<u8>,
+    resized: Image<'static>,
+    resizer: Resizer,
+    content: (u32, u32, u32, u32),
+}
+
+impl Chain {
+    fn new(dst: u32, content: [u32; 4]) -> Self {
+        let _ = dst;
+        Chain {
+            rgb: vec![0u8; (SRC_W * SRC_H * 3) as usize],
+            resized: Image::new(content[2], content[3], PixelType::U8x3),
+            resizer: Resizer::new(),
+            content: (content[0], content[1], content[2], content[3]),
+        }
+    }
+
+    fn run(
+        &mut self,
+        format: PixelFormat,
+        src: &[u8],
+        out: Out,
+        dst_u8: &mut [u8],
+        dst_f32: &mut [f32],
+        dst_i8: &mut [i8],
+        side: u32,
+    ) {
+        let (range, matrix) = (YuvRange::Limited, YuvStandardMatrix::Bt709);
+        match format {
+            PixelFormat::Yuyv => {
+                let packed = YuvPackedImage {
+                    yuy: src,
+                    yuy_stride: SRC_W * 2,
+                    width: SRC_W,
+                    height: SRC_H,
+                };
+                yuv::yuyv422_to_rgb(&packed, &mut self.rgb, SRC_W * 3, range, matrix).unwrap();
+            }
+            _ => {
+                let (y, uv) = src.split_at((SRC_W * SRC_H) as usize);
+                let bi = YuvBiPlanarImage {
+                    y_plane: y,
+                    y_stride: SRC_W,
+                    uv_plane: uv,
+                    uv_stride: SRC_W,
+                    width: SRC_W,
+                    height: SRC_H,
+                };
+                yuv::yuv_nv12_to_rgb(
+                    &bi,
+                    &mut self.rgb,
+                    SRC_W * 3,
+                    range,
+                    matrix,
+                    YuvConversionMode::Balanced,
+                )
+                .unwrap();
+            }
+        }
+        let view = ImageRef::new(SRC_W, SRC_H, &self.rgb, PixelType::U8x3).unwrap();
+        let options =
+            ResizeOptions::new().resize_alg(ResizeAlg::Interpolation(FilterType::Bilinear));
+        self.resizer
+            .resize(&view, &mut self.resized, &options)
+            .unwrap();
+        let (cx, cy, cw, ch) = self.content;
+        let resized = self.resized.buffer();
+        let side = side as usize;
+        let plane = side * side;
+        let norm = Normalize::IMAGENET;
+        let scale: [f32; 3] = [0, 1, 2].map(|c| 1.0 / (255.0 * norm.std[c]));
+        let bias: [f32; 3] = [0, 1, 2].map(|c| -norm.mean[c] / norm.std[c]);
+        for y in 0..side {
+            for x in 0..side {
+                let inside = x >= cx as usize
+                    && x < (cx + cw) as usize
+                    && y >= cy as usize
+                    && y < (cy + ch) as usize;
+                let px = if inside {
+                    let i = ((y - cy as usize) * cw as usize + (x - cx as usize)) * 3;
+                    [resized[i], resized[i + 1], resized[i + 2]]
+                } else {
+                    [PAD; 3]
+                };
+                match out {
+                    Out::RgbU8 => dst_u8[(y * side + x) * 3..][..3].copy_from_slice(&px),
+                    Out::PlanarF32 => {
+                        for c in 0..3 {
+                            dst_f32[c * plane + y * side + x] =
+                                f32::from(px[c]) * scale[c] + bias[c];
+                        }
+                    }
+                    Out::PlanarI8 => {
+                        for c in 0..3 {
+                            dst_i8[c * plane + y * side + x] = (px[c] ^ 0x80) as i8;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for format in [PixelFormat::Yuyv, PixelFormat::Nv12] {
+        let (src_layout, src) = source(format);
+        let src_layout = src_layout.with_colorimetry(Some(pinframe::Colorimetry::BT709_LIMITED));
+        for side in [640u32, 416] {
+            for out in [Out::RgbU8, Out::PlanarF32, Out::PlanarI8] {
+                let (dst_format, dtype) = match out {
+                    Out::RgbU8 => (PixelFormat::Rgb, DType::U8),
+                    Out::PlanarF32 => (PixelFormat::PlanarRgb, DType::F32),
+                    Out::PlanarI8 => (PixelFormat::PlanarRgb, DType::I8),
+                };
+                let dst_layout = ImageLayout::tight(side, side, dst_format, dtype).unwrap();
+                let n = (side * side * 3) as usize;
+                let mut dst_u8 = vec![0u8; n];
+                let mut dst_f32 = vec![0f32; n];
+                let mut dst_i8 = vec![0i8; n];
+                let options = ConvertOptions {
+                    fit: Fit::Letterbox { pad: [PAD; 3] },
+                    normalize: Normalize::IMAGENET,
+                    ..Default::default()
+                };
+                let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+                let fused = |proc: &mut ImageProcessor,
+                             dst_u8: &mut [u8],
+                             dst_f32: &mut [f32],
+                             dst_i8: &mut [i8]| {
+                    let bufs = [src.as_slice()];
+                    match out {
+                        Out::RgbU8 => {
+                            proc.convert_buffers(&bufs, &src_layout, dst_u8, &dst_layout, &options)
+                        }
+                        Out::PlanarF32 => {
+                            proc.convert_buffers(&bufs, &src_layout, dst_f32, &dst_layout, &options)
+                        }
+                        Out::PlanarI8 => {
+                            proc.convert_buffers(&bufs, &src_layout, dst_i8, &dst_layout, &options)
+                        }
+                    }
+                    .unwrap()
+                };
+                let info = fused(&mut proc, &mut dst_u8, &mut dst_f32, &mut dst_i8);
+                let mut chain = Chain::new(side, info.content);
+
+                let name = format!(
+                    "{}-1920x1080-to-{side}-letterbox-{}",
+                    format.name(),
+                    out.name()
+                );
+                let mut group = c.benchmark_group(name);
+                group.bench_function("fused", |b| {
+                    one_thread.install(|| {
+                        b.iter(|| {
+                            black_box(fused(&mut proc, &mut dst_u8, &mut dst_f32, &mut dst_i8))
+                        })
+                    })
+                });
+                group.bench_function("fused-pool", |b| {
+                    b.iter(|| black_box(fused(&mut proc, &mut dst_u8, &mut dst_f32, &mut dst_i8)))
+                });
+                group.bench_function("chain", |b| {
+                    one_thread.install(|| {
+                        b.iter(|| {
+                            chain.run(
+                                format,
+                                &src,
+                                out,
+                                &mut dst_u8,
+                                &mut dst_f32,
+                                &mut dst_i8,
+                                side,
+                            )
+                        })
+                    })
+                });
+                let mut copy = vec![0u8; src.len()];
+                group.bench_function("memcpy", |b| {
+                    b.iter(|| {
+                        copy.copy_from_slice(black_box(&src));
+                        black_box(&copy);
+                    })
+                });
+                group.finish();
+            }
+        }
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    targets = bench
+}
+criterion_main!(benches);
