@@ -358,13 +358,28 @@ impl Job<'_> {
     }
 }
 
-/// Fills packed pixels `from..to` of a row with the padding pixel.
+/// Fills packed pixels `from..to` of a row with the padding pixel (fixed-size copies per
+/// pixel width, so no per-pixel `memcpy` call).
 fn fill_packed_pad<T: OutElement>(row: &mut [T], from: usize, to: usize, pad_pixel: &[T]) {
     if from >= to {
         return;
     }
-    let bpp = pad_pixel.len();
-    for px in row[from * bpp..to * bpp].chunks_exact_mut(bpp) {
-        px.copy_from_slice(pad_pixel);
+    let span = &mut row[from * pad_pixel.len()..to * pad_pixel.len()];
+    match *pad_pixel {
+        [g] => span.fill(g),
+        [a, b, c] => span.chunks_exact_mut(3).for_each(|px| {
+            px[0] = a;
+            px[1] = b;
+            px[2] = c;
+        }),
+        [a, b, c, d] => span.chunks_exact_mut(4).for_each(|px| {
+            px[0] = a;
+            px[1] = b;
+            px[2] = c;
+            px[3] = d;
+        }),
+        _ => span
+            .chunks_exact_mut(pad_pixel.len())
+            .for_each(|px| px.copy_from_slice(pad_pixel)),
     }
 }

@@ -1,0 +1,329 @@
+//! The `pinframe` CLI: round trips of raw and PNG files, bench output, and one-line
+//! errors with a non-zero exit on bad input.
+#![cfg(feature = "cli")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn pinframe(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinframe"))
+        .args(args)
+        .output()
+        .expect("run pinframe")
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pinframe-cli-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Asserts a failure with exactly one line on stderr, containing `needle`, and no panic.
+fn fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "succeeded; stderr {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn raw_yuyv_to_rgb_and_planar_f32() {
+    let dir = scratch("raw");
+    // Mid grey in BT.601 limited range: Y = 128, U = V = 128 -> RGB (128-16)*255/219.
+    let input = dir.join("grey.yuyv");
+    std::fs::write(&input, [128u8; 8 * 4 * 2]).unwrap();
+    let rgb = dir.join("out.rgb");
+    ok(&pinframe(&[
+        "convert",
+        "--input",
+        s(&input),
+        "--input-format",
+        "yuyv",
+        "--input-size",
+        "8x4",
+        "--output",
+        s(&rgb),
+        "--output-format",
+        "rgb",
+    ]));
+    let bytes = std::fs::read(&rgb).unwrap();
+    assert_eq!(bytes.len(), 8 * 4 * 3);
+    assert!(bytes.iter().all(|&b| b == 130), "{bytes:?}");
+
+    // rgb -> planar f32, resized and normalised.
+    let planar = dir.join("out.f32");
+    ok(&pinframe(&[
+        "convert",
+        "--input",
+        s(&rgb),
+        "--input-format",
+        "rgb",
+        "--input-size",
+        "8x4",
+        "--output",
+        s(&planar),
+        "--output-format",
+        "planar-rgb",
+        "--output-size",
+        "4x2",
+        "--dtype",
+        "f32",
+        "--mean",
+        "0.5,0.5,0.5",
+        "--std",
+        "0.5,0.5,0.5",
+    ]));
+    let bytes = std::fs::read(&planar).unwrap();
+    assert_eq!(bytes.len(), 3 * 4 * 2 * 4);
+    for v in bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+    {
+        assert!((v - (130.0 / 255.0 - 0.5) / 0.5).abs() < 1e-5, "{v}");
+    }
+}
+
+#[test]
+fn padded_stride_input() {
+    let dir = scratch("stride");
+    // 3x2 grey with 8-byte rows: the padding bytes must be ignored.
+    let input = dir.join("in.grey");
+    std::fs::write(&input, [10, 20, 30, 99, 99, 99, 99, 99, 40, 50, 60]).unwrap();
+    let out = dir.join("out.grey");
+    ok(&pinframe(&[
+        "convert",
+        "--input",
+        s(&input),
+        "--input-format",
+        "grey",
+        "--input-size",
+        "3x2",
+        "--input-stride",
+        "8",
+        "--output",
+        s(&out),
+        "--output-format",
+        "grey",
+        "--flip",
+        "h",
+    ]));
+    assert_eq!(std::fs::read(&out).unwrap(), [30, 20, 10, 60, 50, 40]);
+}
+
+#[test]
+fn png_round_trip() {
+    let dir = scratch("png");
+    let raw: Vec<u8> = (0..6 * 5 * 3).map(|i| (i * 37 % 256) as u8).collect();
+    let input = dir.join("in.rgb");
+    std::fs::write(&input, &raw).unwrap();
+    let png = dir.join("out.png");
+    ok(&pinframe(&[
+        "convert",
+        "--input",
+        s(&input),
+        "--input-format",
+        "rgb",
+        "--input-size",
+        "6x5",
+        "--output",
+        s(&png),
+        "--output-format",
+        "bgr",
+    ]));
+    // Decoding the PNG (BGR is written as RGB) and converting back gives the same bytes.
+    let back = dir.join("back.rgb");
+    ok(&pinframe(&[
+        "convert",
+        "--input",
+        s(&png),
+        "--output",
+        s(&back),
+        "--output-format",
+        "rgb",
+    ]));
+    assert_eq!(std::fs::read(&back).unwrap(), raw);
+
+    // Letterbox + rotation into a PNG has the requested size.
+    let boxed = dir.join("boxed.png");
+    ok(&pinframe(&[
+        "convert",
+        "--input",
+        s(&png),
+        "--output",
+        s(&boxed),
+        "--output-format",
+        "planar-rgb",
+        "--output-size",
+        "16x16",
+        "--fit",
+        "letterbox",
+        "--pad",
+        "114,114,114",
+        "--rotate",
+        "90",
+        "--crop",
+        "1,1,4,3",
+        "--interp",
+        "nearest",
+    ]));
+    let decoded = image::open(&boxed).unwrap().to_rgb8();
+    assert_eq!(decoded.dimensions(), (16, 16));
+    assert_eq!(decoded.get_pixel(0, 0).0, [114, 114, 114]);
+}
+
+#[test]
+fn bench_prints_time_and_rate() {
+    let out = pinframe(&[
+        "bench",
+        "--input-format",
+        "nv12",
+        "--input-size",
+        "64x48",
+        "--output-format",
+        "planar-rgb",
+        "--output-size",
+        "32x32",
+        "--dtype",
+        "f32",
+        "--fit",
+        "letterbox",
+        "--frames",
+        "3",
+        "--backend",
+        "cpu",
+    ]);
+    ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ms per frame") && text.contains("frames per second"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_failure() {
+    let dir = scratch("bad");
+    let missing = dir.join("missing.yuyv");
+    fails_with(
+        &pinframe(&[
+            "convert",
+            "--input",
+            s(&missing),
+            "--input-format",
+            "yuyv",
+            "--input-size",
+            "8x4",
+            "--output",
+            s(&dir.join("o.rgb")),
+            "--output-format",
+            "rgb",
+        ]),
+        "cannot read",
+    );
+    let short = dir.join("short.yuyv");
+    std::fs::write(&short, [0u8; 10]).unwrap();
+    fails_with(
+        &pinframe(&[
+            "convert",
+            "--input",
+            s(&short),
+            "--input-format",
+            "yuyv",
+            "--input-size",
+            "8x4",
+            "--output",
+            s(&dir.join("o.rgb")),
+            "--output-format",
+            "rgb",
+        ]),
+        "needs 64",
+    );
+    fails_with(
+        &pinframe(&[
+            "convert",
+            "--input",
+            s(&short),
+            "--input-format",
+            "nv13",
+            "--input-size",
+            "8x4",
+            "--output",
+            s(&dir.join("o.rgb")),
+            "--output-format",
+            "rgb",
+        ]),
+        "nv13",
+    );
+    let ok_input = dir.join("ok.yuyv");
+    std::fs::write(&ok_input, [0u8; 64]).unwrap();
+    fails_with(
+        &pinframe(&[
+            "convert",
+            "--input",
+            s(&ok_input),
+            "--input-format",
+            "yuyv",
+            "--input-size",
+            "8x4",
+            "--output",
+            s(&dir.join("o.nv12")),
+            "--output-format",
+            "nv12",
+        ]),
+        "YUV",
+    );
+    fails_with(
+        &pinframe(&[
+            "convert",
+            "--input",
+            s(&ok_input),
+            "--input-format",
+            "yuyv",
+            "--input-size",
+            "8x4",
+            "--output",
+            s(&dir.join("o.rgb")),
+            "--output-format",
+            "rgb",
+            "--crop",
+            "4,0,8,4",
+        ]),
+        "outside",
+    );
+    fails_with(
+        &pinframe(&[
+            "convert",
+            "--input",
+            s(&ok_input),
+            "--input-format",
+            "yuyv",
+            "--input-size",
+            "8x4",
+            "--output",
+            s(&dir.join("o.png")),
+            "--output-format",
+            "rgb",
+            "--dtype",
+            "f32",
+        ]),
+        "--dtype u8",
+    );
+    fails_with(&pinframe(&["convert", "--input", s(&ok_input)]), "required");
+    fails_with(&pinframe(&["frobnicate"]), "frobnicate");
+}
