@@ -43,12 +43,6 @@ ls -l /dev/video* /dev/dri /dev/udmabuf /dev/dma_heap 2>&1
 
 cd "$REPO" || { echo "guest-run: cannot cd to $REPO"; echo 1 > "$results/done"; exit 1; }
 mkdir -p /tmp/home/.cache
-# VM tests are #[ignore]d on the host; the guest is where they run. (Unless the caller
-# asked for --ignored / --include-ignored itself: libtest rejects the flag twice.)
-include_ignored=(--include-ignored)
-for a in "${LIBTEST_ARGS[@]}"; do
-    case "$a" in --ignored|--include-ignored) include_ignored=() ;; esac
-done
 for i in "${!TEST_BINS[@]}"; do
     name=${TEST_NAMES[$i]}
     bin=${TEST_BINS[$i]}
@@ -62,7 +56,7 @@ for i in "${!TEST_BINS[@]}"; do
         PINFRAME_VM_VIDEO_MPLANE="$video_mplane" \
         LP_NATIVE_VECTOR_WIDTH=128 \
         RUST_BACKTRACE=1 \
-        timeout -k 5 "$BIN_TIMEOUT" "$bin" --test-threads="$THREADS" "${include_ignored[@]}" "${LIBTEST_ARGS[@]}" \
+        timeout -k 5 "$BIN_TIMEOUT" "$bin" --test-threads="$THREADS" "${LIBTEST_ARGS[@]}" \
         > "$results/$name.out" 2>&1 < /dev/null
     rc=$?
     echo "$rc" > "$results/$name.rc"
