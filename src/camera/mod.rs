@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::image::{Colorimetry, ImageLayout, PixelFormat};
-use crate::tensor::Tensor;
+use crate::tensor::{DmaRoute, Tensor};
 use crate::{Error, Result};
 
 pub use v4l2::{DeviceFormat, list_formats};
@@ -108,6 +108,11 @@ pub struct CameraConfig {
     pub buffers: u32,
     /// How buffers are allocated.
     pub buffer_mode: BufferMode,
+    /// In DMABUF mode, the one allocation route to use (e.g. `DmaRoute::Gbm` for buffers
+    /// of the GPU's DRM device, which some EGL drivers need to import them); `None` = the
+    /// tensor layer's usual order (dma-heaps, udmabuf, GBM). Ignored by the synthetic
+    /// camera.
+    pub dma_route: Option<DmaRoute>,
     /// How long [`Camera::next_frame`] waits for a frame. Default 5 s.
     pub timeout: Duration,
 }
@@ -126,6 +131,7 @@ impl Default for CameraConfig {
             fps: None,
             buffers: DEFAULT_BUFFERS,
             buffer_mode: BufferMode::Auto,
+            dma_route: None,
             timeout: Duration::from_secs(5),
         }
     }
@@ -162,6 +168,12 @@ impl CameraConfig {
     /// Sets the buffer mode.
     pub fn with_buffer_mode(mut self, mode: BufferMode) -> Self {
         self.buffer_mode = mode;
+        self
+    }
+
+    /// Sets the DMABUF allocation route (see [`CameraConfig::dma_route`]).
+    pub fn with_dma_route(mut self, route: DmaRoute) -> Self {
+        self.dma_route = Some(route);
         self
     }
 

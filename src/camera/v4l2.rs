@@ -10,7 +10,7 @@ use v4l::v4l_sys as sys;
 use super::ioctl::{self, BufferIo};
 use super::{BufferMode, CameraConfig, CameraStats, CaptureFormat, Captured, Shared, Slot};
 use crate::image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range, fourcc_to_string};
-use crate::tensor::{Memory, Tensor};
+use crate::tensor::{DmaRoute, Memory, Tensor};
 use crate::{DType, Error, Result};
 
 /// One format a V4L2 device offers.
@@ -316,7 +316,7 @@ impl Stream {
                 (sys::v4l2_memory_V4L2_MEMORY_MMAP, BufferMode::Mmap, slots)
             }
             BufferMode::Dmabuf => {
-                let slots = dmabuf_slots(fd.as_fd(), caps.buf_type, config.buffers, &format, &dev)?;
+                let slots = dmabuf_slots(fd.as_fd(), caps.buf_type, config, &format, &dev)?;
                 (
                     sys::v4l2_memory_V4L2_MEMORY_DMABUF,
                     BufferMode::Dmabuf,
@@ -324,7 +324,7 @@ impl Stream {
                 )
             }
             BufferMode::Auto => {
-                match dmabuf_slots(fd.as_fd(), caps.buf_type, config.buffers, &format, &dev) {
+                match dmabuf_slots(fd.as_fd(), caps.buf_type, config, &format, &dev) {
                     Ok(slots) => (
                         sys::v4l2_memory_V4L2_MEMORY_DMABUF,
                         BufferMode::Dmabuf,
@@ -825,13 +825,15 @@ fn mmap_slots(
 fn dmabuf_slots(
     fd: BorrowedFd<'_>,
     buf_type: u32,
-    count: u32,
+    config: &CameraConfig,
     format: &CaptureFormat,
     dev: &str,
 ) -> Result<Vec<Slot>> {
+    let count = config.buffers;
     let planes = format.layout.buffer_count();
     // Allocate first (a platform without DMA memory fails before touching the device).
-    let first = allocate_dmabuf(format, planes)?;
+    let route = config.dma_route.as_ref();
+    let first = allocate_dmabuf(format, planes, route)?;
     let n = request(
         fd,
         buf_type,
@@ -842,17 +844,24 @@ fn dmabuf_slots(
     let mut slots = Vec::with_capacity(n);
     slots.push(first);
     for _ in 1..n {
-        slots.push(allocate_dmabuf(format, planes)?);
+        slots.push(allocate_dmabuf(format, planes, route)?);
     }
     Ok(slots)
 }
 
-fn allocate_dmabuf(format: &CaptureFormat, planes: usize) -> Result<Slot> {
+fn allocate_dmabuf(
+    format: &CaptureFormat,
+    planes: usize,
+    route: Option<&DmaRoute>,
+) -> Result<Slot> {
     let mut backing = Vec::with_capacity(planes);
     let mut lengths = [0u32; 3];
     for (b, length) in lengths.iter_mut().enumerate().take(planes) {
         let len = (format.sizeimage[b] as usize).max(format.layout.allocation_len(b));
-        let t = Tensor::<u8>::new(&[len], Some(Memory::Dma))?;
+        let t = match route {
+            Some(r) => Tensor::<u8>::new_dma_via(&[len], r)?,
+            None => Tensor::<u8>::new(&[len], Some(Memory::Dma))?,
+        };
         let actual = t.buffer_len(0).unwrap_or(len);
         *length = u32::try_from(actual)
             .map_err(|_| Error::Camera(format!("capture buffer of {actual} bytes is too large")))?;
