@@ -44,7 +44,12 @@ struct DrmPrimeHandle {
     flags: u32,
     fd: i32,
 }
+nix::ioctl_readwrite!(drm_ioctl_prime_handle_to_fd, b'd', 0x2d, DrmPrimeHandle);
 nix::ioctl_readwrite!(drm_ioctl_prime_fd_to_handle, b'd', 0x2e, DrmPrimeHandle);
+/// `DRM_RDWR`: export a PRIME fd that can be mapped for writing.
+const DRM_RDWR: u32 = libc::O_RDWR as u32;
+/// `DRM_CLOEXEC`.
+const DRM_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
 
 #[repr(C)]
 struct DrmGemClose {
@@ -60,7 +65,7 @@ pub enum DmaRoute {
     Heap(String),
     /// `/dev/udmabuf` over a sealed memfd.
     Udmabuf,
-    /// A linear GBM buffer on a DRM render node, by path.
+    /// A linear GBM buffer on a DRM device (render node, else primary node), by path.
     Gbm(String),
 }
 
@@ -187,11 +192,20 @@ fn alloc_udmabuf(len: usize) -> std::result::Result<OwnedFd, String> {
 
 /// DRM render nodes, in number order.
 pub fn render_nodes() -> Vec<String> {
+    dri_nodes("renderD")
+}
+
+/// DRM primary nodes (`/dev/dri/card*`), in number order.
+pub fn primary_nodes() -> Vec<String> {
+    dri_nodes("card")
+}
+
+fn dri_nodes(prefix: &str) -> Vec<String> {
     let mut nodes: Vec<String> = std::fs::read_dir("/dev/dri")
         .map(|dir| {
             dir.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("renderD"))
+                .filter(|n| n.starts_with(prefix))
                 .map(|n| format!("/dev/dri/{n}"))
                 .collect()
         })
@@ -200,19 +214,34 @@ pub fn render_nodes() -> Vec<String> {
     nodes
 }
 
+/// The GBM device that last allocated successfully, kept for the process: creating a GBM
+/// device loads a DRI driver, far too slow to repeat per tensor.
+#[cfg(feature = "gbm")]
+static GBM_DEVICE: std::sync::Mutex<Option<(gbm::Device<File>, String)>> =
+    std::sync::Mutex::new(None);
+
 #[cfg(feature = "gbm")]
 fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
-    use gbm::{BufferObjectFlags, Format};
-    let nodes = render_nodes();
-    if nodes.is_empty() {
-        return Err("no DRM render node in /dev/dri".into());
-    }
     // Allocate a linear 32-bit buffer 1024 pixels (4096 bytes) wide and tall enough to
     // hold `len` bytes: every GBM backend supports that format, unlike R8.
     const ROW_BYTES: usize = 4096;
     let height = u32::try_from(len.div_ceil(ROW_BYTES))
         .map_err(|_| format!("{len} bytes is too large for a GBM buffer"))?;
     let mut errors = Vec::new();
+    let mut cached = GBM_DEVICE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((device, node)) = cached.as_ref() {
+        match gbm_export(device, height) {
+            Ok(fd) => return Ok((fd, node.clone())),
+            Err(e) => errors.push(format!("{node}: {e}")),
+        }
+    }
+    // Render nodes first (what GPUs allocate on); then primary nodes, because drivers
+    // whose GBM allocates dumb buffers (vgem, simple display controllers) only allow
+    // those on the primary node (EACCES on the render node).
+    let nodes: Vec<String> = render_nodes().into_iter().chain(primary_nodes()).collect();
+    if nodes.is_empty() {
+        return Err("no DRM device in /dev/dri".into());
+    }
     for node in nodes {
         let file = match OpenOptions::new()
             .read(true)
@@ -233,24 +262,52 @@ fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
                 continue;
             }
         };
-        let flags = [
-            BufferObjectFlags::LINEAR | BufferObjectFlags::RENDERING,
-            BufferObjectFlags::LINEAR,
-        ];
-        let mut last = String::new();
-        for usage in flags {
-            match device.create_buffer_object::<()>(1024, height, Format::Argb8888, usage) {
-                Ok(bo) => {
-                    let fd = bo.fd().map_err(|e| format!("{node}: gbm_bo_get_fd: {e}"))?;
-                    // The dma-buf holds its own reference: dropping the bo and device is fine.
-                    return Ok((fd, node));
-                }
-                Err(e) => last = format!("gbm_bo_create({usage:?}): {e}"),
+        match gbm_export(&device, height) {
+            Ok(fd) => {
+                *cached = Some((device, node.clone()));
+                return Ok((fd, node));
             }
+            Err(e) => errors.push(format!("{node}: {e}")),
         }
-        errors.push(format!("{node}: {last}"));
     }
     Err(errors.join(", "))
+}
+
+/// Allocates a linear buffer 1024 ARGB pixels wide and exports it as a writable dma-buf.
+#[cfg(feature = "gbm")]
+fn gbm_export(device: &gbm::Device<File>, height: u32) -> std::result::Result<OwnedFd, String> {
+    use gbm::{BufferObjectFlags, Format};
+    let mut last = String::new();
+    for usage in [
+        BufferObjectFlags::LINEAR | BufferObjectFlags::RENDERING,
+        BufferObjectFlags::LINEAR,
+    ] {
+        let bo = match device.create_buffer_object::<()>(1024, height, Format::Argb8888, usage) {
+            Ok(bo) => bo,
+            Err(e) => {
+                last = format!("gbm_bo_create({usage:?}): {e}");
+                continue;
+            }
+        };
+        // gbm_bo_get_fd exports read-only on some drivers (vgem): export the GEM handle
+        // ourselves with DRM_RDWR so the CPU can map it writable.
+        // SAFETY: reading the u32 member of the handle union, which is what DRM-backed GBM
+        // devices fill in.
+        let handle = unsafe { bo.handle().u32_ };
+        let mut arg = DrmPrimeHandle {
+            handle,
+            flags: DRM_RDWR | DRM_CLOEXEC,
+            fd: -1,
+        };
+        // SAFETY: `arg` is a valid drm_prime_handle for the call; the handle belongs to this
+        // device's fd.
+        unsafe { drm_ioctl_prime_handle_to_fd(device.as_fd().as_raw_fd(), &mut arg) }
+            .map_err(|e| format!("PRIME_HANDLE_TO_FD: {e}"))?;
+        // SAFETY: the ioctl returned a new dma-buf fd that nothing else owns. It holds its
+        // own reference to the buffer, so the bo may drop.
+        return Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) });
+    }
+    Err(last)
 }
 
 #[cfg(not(feature = "gbm"))]

@@ -15,7 +15,7 @@ use std::ptr::NonNull;
 use std::str::FromStr;
 use std::sync::Arc;
 
-pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, render_nodes};
+pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, primary_nodes, render_nodes};
 pub use heap::HEAP_ALIGNMENT;
 #[cfg(feature = "gl")]
 pub(crate) use pin::cpu_mappings_excluded_now;

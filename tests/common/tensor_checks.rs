@@ -50,7 +50,12 @@ pub fn write_map_pin_reimport(make: impl Fn() -> Tensor<u8>) {
         }
     }
     if let Some(fd) = t.fd() {
-        let layout = ImageLayout::new(n as u32, 1, PixelFormat::Grey).unwrap();
+        // View the bytes as a grey image of at most 65536 columns (the layout limit).
+        let width = (1..=n.min(65_536))
+            .rev()
+            .find(|w| n.is_multiple_of(*w))
+            .unwrap();
+        let layout = ImageLayout::new(width as u32, (n / width) as u32, PixelFormat::Grey).unwrap();
         let again = Tensor::<u8>::import(fd.as_fd(), layout).unwrap();
         assert_eq!(again.memory(), t.memory());
         let a = again.map().unwrap();
