@@ -25,9 +25,12 @@ struct Cli {
     command: Command,
 }
 
-/// The subcommands. `info` and `capture` join this list as their lanes land.
+/// The subcommands. `capture` joins this list as its lane lands.
 #[derive(Subcommand)]
 enum Command {
+    /// Print the backends (and which one `auto` picks), the EGL/GL driver, its extensions
+    /// and importable dma-buf formats, and the DMA memory routes.
+    Info,
     /// Convert an image file (raw, PNG or JPEG) into another format, size and dtype.
     Convert(ConvertArgs),
     /// Time conversions of a synthetic frame and print time per frame and frames per second.
@@ -482,6 +485,83 @@ fn time<T: Element>(
     Ok(start.elapsed())
 }
 
+/// `pinframe info`.
+fn info() -> Result<()> {
+    println!("pinframe {}", env!("CARGO_PKG_VERSION"));
+    println!("backends:");
+    println!(
+        "  cpu: fused kernels on {} thread(s)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    #[cfg(feature = "gl")]
+    match ImageProcessor::with_backend(Backend::Gl) {
+        Ok(p) => {
+            let i = p.gl_info().expect("a GL processor has GL info");
+            println!("  gl: {i}");
+            println!(
+                "    EGL platform: {}, DRM node: {}",
+                i.platform,
+                i.node.as_deref().unwrap_or("-")
+            );
+            println!(
+                "    GLSL: {}; max texture size {}",
+                i.glsl_version, i.max_texture_size
+            );
+            println!("    EGL extensions: {}", i.egl_extensions.join(" "));
+            println!("    GL extensions: {}", i.gl_extensions.join(" "));
+            if i.dma_buf_import {
+                println!(
+                    "    dma-buf import formats: {}",
+                    i.dma_buf_formats.join(" ")
+                );
+            }
+        }
+        Err(e) => println!("  gl: unavailable: {e}"),
+    }
+    #[cfg(not(feature = "gl"))]
+    println!("  gl: not built (feature `gl`)");
+    let auto = ImageProcessor::new()?;
+    println!("  auto picks: {}", auto.backend());
+    println!("memory:");
+    println!(
+        "  dma-heaps tried: {}",
+        pinframe::tensor::dma_heap_order().join(", ")
+    );
+    let heaps: Vec<String> = std::fs::read_dir("/dev/dma_heap")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    println!(
+        "  dma-heaps present: {}",
+        if heaps.is_empty() {
+            "none".to_string()
+        } else {
+            heaps.join(", ")
+        }
+    );
+    println!(
+        "  udmabuf: {}",
+        if Path::new("/dev/udmabuf").exists() {
+            "present"
+        } else {
+            "absent"
+        }
+    );
+    let nodes = pinframe::tensor::render_nodes();
+    println!(
+        "  DRM render nodes: {}",
+        if nodes.is_empty() {
+            "none".to_string()
+        } else {
+            nodes.join(", ")
+        }
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -502,6 +582,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match &cli.command {
+        Command::Info => info(),
         Command::Convert(args) => convert(args),
         Command::Bench(args) => bench(args),
         #[cfg(feature = "camera")]
