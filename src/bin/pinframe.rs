@@ -104,6 +104,12 @@ fn parse_range(s: &str) -> std::result::Result<Range, String> {
 fn parse_flip(s: &str) -> std::result::Result<Flip, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
+fn parse_rotation(s: &str) -> std::result::Result<Rotation, String> {
+    let degrees = s
+        .parse::<u32>()
+        .map_err(|_| format!("rotation {s:?} is not 0, 90, 180 or 270"))?;
+    Rotation::from_degrees(degrees).map_err(|e| e.to_string())
+}
 fn parse_interp(s: &str) -> std::result::Result<Interpolation, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
@@ -124,8 +130,8 @@ struct ProcessArgs {
     #[arg(long, value_name = "X,Y,W,H", value_parser = parse_crop)]
     crop: Option<Crop>,
     /// Clockwise rotation in degrees.
-    #[arg(long, default_value_t = 0, value_parser = clap::builder::PossibleValuesParser::new(["0", "90", "180", "270"]).map(|s| s.parse::<u32>().unwrap_or(0)))]
-    rotate: u32,
+    #[arg(long, value_name = "0|90|180|270", default_value = "0", value_parser = parse_rotation)]
+    rotate: Rotation,
     /// Mirroring (before the rotation).
     #[arg(long, default_value = "none", value_parser = parse_flip)]
     flip: Flip,
@@ -159,7 +165,7 @@ impl ProcessArgs {
         Ok(ConvertOptions {
             crop: self.crop,
             flip: self.flip,
-            rotation: Rotation::from_degrees(self.rotate)?,
+            rotation: self.rotate,
             fit,
             interpolation: self.interp,
             colorimetry: ColorimetryChoice::from_parts(
@@ -571,12 +577,15 @@ fn main() -> ExitCode {
                 print!("{e}");
                 return ExitCode::SUCCESS;
             }
-            // One line: clap's first line, without its usage block.
+            // One line: clap's message without its usage block.
             let text = e.to_string();
-            let line = text
+            let message: Vec<&str> = text
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments");
+                .take_while(|l| !l.starts_with("Usage:"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let line = message.join(" ");
             eprintln!("pinframe: {}", line.trim_start_matches("error: "));
             return ExitCode::from(2);
         }

@@ -140,6 +140,9 @@ pub(crate) struct ColumnTables {
     planes: [PlaneSpan; 3],
     plane_count: usize,
     blend_len: usize,
+    /// Every column's second tap has weight 0 (nearest, or a scale that lands on pixel
+    /// centres): one tap per channel suffices.
+    single_tap: bool,
 }
 
 impl ColumnTables {
@@ -162,6 +165,7 @@ impl ColumnTables {
                 self.offsets[c][1].push(ch.axis_offset(axis, taps.i1));
             }
         }
+        self.single_tap = self.weights.iter().all(|&w| w == 0.0);
         self.plane_count = 0;
         self.blend_len = 0;
         if plan.transposed {
@@ -273,6 +277,12 @@ pub(crate) fn sample_row(
             let p = &tables.planes[tables.channel_plane[c]];
             let row = &blend[p.scratch..p.scratch + (p.hi - p.lo)];
             let lo = p.lo;
+            if tables.single_tap {
+                for (o, &o0) in out.iter_mut().zip(a0) {
+                    *o = row[o0 - lo];
+                }
+                continue;
+            }
             for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
                 let (x0, x1) = (row[o0 - lo], row[o1 - lo]);
                 *o = x0 + (x1 - x0) * w;
@@ -283,6 +293,12 @@ pub(crate) fn sample_row(
         let [b0, b1] = row_offsets[c];
         if !two_rows || b0 == b1 {
             let row = &buf[b0..];
+            if tables.single_tap {
+                for (o, &o0) in out.iter_mut().zip(a0) {
+                    *o = f32::from(row[o0]);
+                }
+                continue;
+            }
             for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
                 let (x0, x1) = (f32::from(row[o0]), f32::from(row[o1]));
                 *o = x0 + (x1 - x0) * w;

@@ -88,6 +88,23 @@ pub(crate) fn store_channel<T: OutElement>(
     }
 }
 
+/// Stores three channel rows as packed 3-element pixels, channel `c` at position `Pc`.
+#[inline(always)]
+fn store_rgb3<T: OutElement, const P0: usize, const P1: usize, const P2: usize>(
+    plan: &Plan,
+    values: [&[f32]; 3],
+    dst: &mut [T],
+) {
+    let (s, b) = (plan.norm_scale, plan.norm_bias);
+    let n = dst.len() / 3;
+    let (v0, v1, v2) = (&values[0][..n], &values[1][..n], &values[2][..n]);
+    for (((px, &r), &g), &bl) in dst.chunks_exact_mut(3).zip(v0).zip(v1).zip(v2) {
+        px[P0] = T::from_value(r, s[0], b[0]);
+        px[P1] = T::from_value(g, s[1], b[1]);
+        px[P2] = T::from_value(bl, s[2], b[2]);
+    }
+}
+
 /// Writes whole packed pixels of RGB(A) or grey data: `values[c]` is output channel `c`
 /// (R, G, B order), stored at `positions[c]` of each `bpp`-element pixel.
 pub(crate) fn store_packed<T: OutElement>(
@@ -99,15 +116,12 @@ pub(crate) fn store_packed<T: OutElement>(
     let n = values[0].len();
     let dst = &mut dst[..n * bpp];
     match (values.len(), bpp, plan.dst_alpha_position) {
-        (3, 3, None) => {
-            let [p0, p1, p2] = plan.dst_channel_positions;
-            let (s, b) = (plan.norm_scale, plan.norm_bias);
-            let (v0, v1, v2) = (&values[0][..n], &values[1][..n], &values[2][..n]);
-            for (j, px) in dst.chunks_exact_mut(3).enumerate() {
-                px[p0] = T::from_value(v0[j], s[0], b[0]);
-                px[p1] = T::from_value(v1[j], s[1], b[1]);
-                px[p2] = T::from_value(v2[j], s[2], b[2]);
-            }
+        // Constant channel positions let the compiler drop the per-pixel index checks.
+        (3, 3, None) if plan.dst_channel_positions == [0, 1, 2] => {
+            store_rgb3::<T, 0, 1, 2>(plan, [&*values[0], &*values[1], &*values[2]], dst);
+        }
+        (3, 3, None) if plan.dst_channel_positions == [2, 1, 0] => {
+            store_rgb3::<T, 2, 1, 0>(plan, [&*values[0], &*values[1], &*values[2]], dst);
         }
         _ => {
             for (c, v) in values.iter().enumerate() {
