@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use v4l::v4l_sys::{
     v4l2_buffer, v4l2_capability, v4l2_exportbuffer, v4l2_fmtdesc, v4l2_format, v4l2_plane,
-    v4l2_requestbuffers, v4l2_streamparm,
+    v4l2_requestbuffers, v4l2_selection, v4l2_streamparm,
 };
 use v4l::v4l2::vidioc;
 
@@ -45,6 +45,14 @@ unsafe impl Pod for v4l2_plane {}
 unsafe impl Pod for v4l2_exportbuffer {}
 // SAFETY: as above.
 unsafe impl Pod for v4l2_streamparm {}
+// SAFETY: as above.
+unsafe impl Pod for v4l2_selection {}
+
+/// `VIDIOC_S_SELECTION` (`_IOWR('V', 95, struct v4l2_selection)`), which `v4l` lacks.
+const VIDIOC_S_SELECTION: vidioc::_IOC_TYPE = ((3 as vidioc::_IOC_TYPE) << 30)
+    | ((std::mem::size_of::<v4l2_selection>() as vidioc::_IOC_TYPE) << 16)
+    | ((b'V' as vidioc::_IOC_TYPE) << 8)
+    | 95;
 
 /// Issues `request` with `arg`, retrying on `EINTR`.
 ///
@@ -116,6 +124,19 @@ pub(crate) fn g_parm(fd: BorrowedFd<'_>, buf_type: u32) -> io::Result<v4l2_strea
 pub(crate) fn s_parm(fd: BorrowedFd<'_>, parm: &mut v4l2_streamparm) -> io::Result<()> {
     // SAFETY: VIDIOC_S_PARM takes a v4l2_streamparm, which holds no pointers.
     unsafe { ioctl(fd, vidioc::VIDIOC_S_PARM, parm) }
+}
+
+/// `VIDIOC_S_SELECTION` of the capture compose rectangle to `width`x`height` at 0,0
+/// (the whole buffer).
+pub(crate) fn set_compose(fd: BorrowedFd<'_>, width: u32, height: u32) -> io::Result<()> {
+    let mut sel = v4l2_selection::zeroed();
+    // The selection API names the single-planar type for both kinds of queue.
+    sel.type_ = v4l::v4l_sys::v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    sel.target = v4l::v4l_sys::V4L2_SEL_TGT_COMPOSE;
+    sel.r.width = width;
+    sel.r.height = height;
+    // SAFETY: VIDIOC_S_SELECTION takes a v4l2_selection, which holds no pointers.
+    unsafe { ioctl(fd, VIDIOC_S_SELECTION, &mut sel) }
 }
 
 /// `VIDIOC_REQBUFS`; returns the count the driver granted.

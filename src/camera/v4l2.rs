@@ -670,6 +670,12 @@ fn negotiate(
             )));
         }
     };
+    // Drivers that compose into the buffer (vivid, scalers) may keep a compose rectangle
+    // from an earlier, smaller format and leave the rest of the frame unwritten: ask for
+    // the whole buffer. Drivers without the selection API say so; that is fine.
+    if let Err(e) = ioctl::set_compose(fd, width, height) {
+        log::debug!("camera {dev}: compose rectangle left as is: {e}");
+    }
     let bad_layout = |why: String| {
         Error::Unsupported(format!(
             "camera {dev} reports a layout pinframe cannot describe for {width}x{height} {}: {why}; {}",
