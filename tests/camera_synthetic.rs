@@ -120,7 +120,7 @@ fn converting_a_frame_shows_the_colour_bars() {
     };
     // Frame 0: bars of 40 pixels (white yellow cyan green magenta red blue black) in the
     // top two thirds; the box sits at the top-left corner, so sample row 100.
-    let bars = [
+    let bars: [[u8; 3]; 8] = [
         [255, 255, 255],
         [255, 255, 0],
         [0, 255, 255],

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 use half::f16;
 use pinframe::{

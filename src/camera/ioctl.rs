@@ -253,11 +253,17 @@ pub(crate) fn dqbuf(
         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(None),
         Err(e) => return Err(e),
     }
+    // time_t and suseconds_t are i64 on 64-bit targets, narrower elsewhere.
+    #[allow(clippy::useless_conversion)]
+    let timestamp = (
+        i64::from(b.timestamp.tv_sec),
+        i64::from(b.timestamp.tv_usec),
+    );
     let mut io = BufferIo {
         index: b.index,
         sequence: b.sequence,
         flags: b.flags,
-        timestamp: (b.timestamp.tv_sec as i64, b.timestamp.tv_usec as i64),
+        timestamp,
         ..BufferIo::default()
     };
     if num_planes > 0 {

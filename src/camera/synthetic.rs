@@ -309,7 +309,7 @@ impl Pattern {
 }
 
 fn avg(a: u8, b: u8) -> u8 {
-    ((a as u16 + b as u16 + 1) / 2) as u8
+    (a as u16 + b as u16).div_ceil(2) as u8
 }
 
 /// [`pattern_rgb`] without the box.
