@@ -48,6 +48,11 @@ unsafe impl Pod for v4l2_streamparm {}
 // SAFETY: as above.
 unsafe impl Pod for v4l2_selection {}
 
+/// `VIDIOC_G_SELECTION` (`_IOWR('V', 94, struct v4l2_selection)`), which `v4l` lacks.
+const VIDIOC_G_SELECTION: vidioc::_IOC_TYPE = ((3 as vidioc::_IOC_TYPE) << 30)
+    | ((std::mem::size_of::<v4l2_selection>() as vidioc::_IOC_TYPE) << 16)
+    | ((b'V' as vidioc::_IOC_TYPE) << 8)
+    | 94;
 /// `VIDIOC_S_SELECTION` (`_IOWR('V', 95, struct v4l2_selection)`), which `v4l` lacks.
 const VIDIOC_S_SELECTION: vidioc::_IOC_TYPE = ((3 as vidioc::_IOC_TYPE) << 30)
     | ((std::mem::size_of::<v4l2_selection>() as vidioc::_IOC_TYPE) << 16)
@@ -126,17 +131,35 @@ pub(crate) fn s_parm(fd: BorrowedFd<'_>, parm: &mut v4l2_streamparm) -> io::Resu
     unsafe { ioctl(fd, vidioc::VIDIOC_S_PARM, parm) }
 }
 
-/// `VIDIOC_S_SELECTION` of the capture compose rectangle to `width`x`height` at 0,0
-/// (the whole buffer).
-pub(crate) fn set_compose(fd: BorrowedFd<'_>, width: u32, height: u32) -> io::Result<()> {
+fn selection(target: u32) -> v4l2_selection {
     let mut sel = v4l2_selection::zeroed();
     // The selection API names the single-planar type for both kinds of queue.
     sel.type_ = v4l::v4l_sys::v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE;
-    sel.target = v4l::v4l_sys::V4L2_SEL_TGT_COMPOSE;
-    sel.r.width = width;
-    sel.r.height = height;
+    sel.target = target;
+    sel
+}
+
+/// Resets the capture crop rectangle to the driver's default (the whole picture), then
+/// composes into the whole `width`x`height` buffer. Either step fails with `ENOTTY` or
+/// `EINVAL` on drivers that neither crop nor compose.
+pub(crate) fn reset_selection(fd: BorrowedFd<'_>, width: u32, height: u32) -> io::Result<()> {
+    let mut default = selection(v4l::v4l_sys::V4L2_SEL_TGT_CROP_DEFAULT);
+    // SAFETY: VIDIOC_G_SELECTION takes a v4l2_selection, which holds no pointers.
+    let crop = match unsafe { ioctl(fd, VIDIOC_G_SELECTION, &mut default) } {
+        Ok(()) => {
+            let mut crop = selection(v4l::v4l_sys::V4L2_SEL_TGT_CROP);
+            crop.r = default.r;
+            // SAFETY: VIDIOC_S_SELECTION takes a v4l2_selection, which holds no pointers.
+            unsafe { ioctl(fd, VIDIOC_S_SELECTION, &mut crop) }
+        }
+        Err(e) => Err(e),
+    };
+    let mut compose = selection(v4l::v4l_sys::V4L2_SEL_TGT_COMPOSE);
+    compose.r.width = width;
+    compose.r.height = height;
     // SAFETY: VIDIOC_S_SELECTION takes a v4l2_selection, which holds no pointers.
-    unsafe { ioctl(fd, VIDIOC_S_SELECTION, &mut sel) }
+    let composed = unsafe { ioctl(fd, VIDIOC_S_SELECTION, &mut compose) };
+    crop.and(composed)
 }
 
 /// `VIDIOC_REQBUFS`; returns the count the driver granted.

@@ -670,11 +670,12 @@ fn negotiate(
             )));
         }
     };
-    // Drivers that compose into the buffer (vivid, scalers) may keep a compose rectangle
-    // from an earlier, smaller format and leave the rest of the frame unwritten: ask for
-    // the whole buffer. Drivers without the selection API say so; that is fine.
-    if let Err(e) = ioctl::set_compose(fd, width, height) {
-        log::debug!("camera {dev}: compose rectangle left as is: {e}");
+    // Drivers that crop and compose (vivid, scalers) keep the rectangles of an earlier
+    // format: a smaller compose leaves the rest of the frame unwritten, a smaller crop
+    // shows part of the picture. Reset both (the driver may still shrink the crop to
+    // what its scaler can do). Drivers without the selection API say so; that is fine.
+    if let Err(e) = ioctl::reset_selection(fd, width, height) {
+        log::debug!("camera {dev}: crop/compose rectangles left as they are: {e}");
     }
     let bad_layout = |why: String| {
         Error::Unsupported(format!(
