@@ -605,6 +605,27 @@ fn negotiate(
         pix.bytesperline = 0;
         pix.sizeimage = 0;
     }
+    let request = fmt;
+    ioctl::s_fmt(fd, &mut fmt).map_err(|e| Error::io(format!("VIDIOC_S_FMT on {dev}"), e))?;
+    // Drivers that crop and compose (vivid, scalers) keep the rectangles of an earlier
+    // format: a smaller compose leaves the rest of the frame unwritten, a smaller crop
+    // shows part of the picture. Reset both for the size the driver chose (it may still
+    // shrink the crop to what its scaler can do), then set the format again: changing
+    // the rectangles may have changed it. Drivers without the selection API say so.
+    // SAFETY: `type_` says which member is active; both start with width and height.
+    let (w, h) = if mplane {
+        // SAFETY: a multi-planar capture format: `pix_mp` is the active member.
+        let p = unsafe { &fmt.fmt.pix_mp };
+        (p.width, p.height)
+    } else {
+        // SAFETY: a single-planar capture format: `pix` is the active member.
+        let p = unsafe { &fmt.fmt.pix };
+        (p.width, p.height)
+    };
+    if let Err(e) = ioctl::reset_selection(fd, w, h) {
+        log::debug!("camera {dev}: crop/compose rectangles not (all) reset: {e}");
+    }
+    fmt = request;
     ioctl::s_fmt(fd, &mut fmt).map_err(|e| Error::io(format!("VIDIOC_S_FMT on {dev}"), e))?;
 
     let (width, height, fourcc, field, bpl, sizes, cs) = if mplane {
@@ -670,13 +691,6 @@ fn negotiate(
             )));
         }
     };
-    // Drivers that crop and compose (vivid, scalers) keep the rectangles of an earlier
-    // format: a smaller compose leaves the rest of the frame unwritten, a smaller crop
-    // shows part of the picture. Reset both (the driver may still shrink the crop to
-    // what its scaler can do). Drivers without the selection API say so; that is fine.
-    if let Err(e) = ioctl::reset_selection(fd, width, height) {
-        log::debug!("camera {dev}: crop/compose rectangles left as they are: {e}");
-    }
     let bad_layout = |why: String| {
         Error::Unsupported(format!(
             "camera {dev} reports a layout pinframe cannot describe for {width}x{height} {}: {why}; {}",
