@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+#[cfg(feature = "camera")]
+pub mod camera;
 pub mod convert;
 mod cpu;
 mod dtype;

@@ -1,0 +1,403 @@
+//! The synthetic camera: a moving test pattern in YUYV or NV12, so the pipeline runs on
+//! machines without a camera.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{BufferMode, CameraConfig, CaptureFormat, Captured, Shared, Slot};
+use crate::image::{Colorimetry, PixelFormat};
+use crate::tensor::{Memory, Tensor};
+use crate::{Error, Result};
+
+/// Default synthetic frame size.
+const DEFAULT_SIZE: (u32, u32) = (640, 480);
+
+/// The eight bars, RGB: white, yellow, cyan, green, magenta, red, blue, black.
+pub(crate) const BARS: [[u8; 3]; 8] = [
+    [255, 255, 255],
+    [255, 255, 0],
+    [0, 255, 255],
+    [0, 255, 0],
+    [255, 0, 255],
+    [255, 0, 0],
+    [0, 0, 255],
+    [0, 0, 0],
+];
+
+/// Horizontal scroll of the bars per frame, in pixels.
+pub(crate) const SCROLL_PER_FRAME: u32 = 4;
+
+/// BT.601 limited-range Y'CbCr of an RGB colour (rounded).
+pub(crate) fn rgb_to_yuv601([r, g, b]: [u8; 3]) -> [u8; 3] {
+    let (r, g, b) = (r as f32 / 255.0, g as f32 / 255.0, b as f32 / 255.0);
+    let y = 0.299 * r + 0.587 * g + 0.114 * b;
+    let u = (b - y) / 1.772;
+    let v = (r - y) / 1.402;
+    let q = |x: f32| x.round().clamp(0.0, 255.0) as u8;
+    [
+        q(16.0 + 219.0 * y),
+        q(128.0 + 224.0 * u),
+        q(128.0 + 224.0 * v),
+    ]
+}
+
+/// The RGB colour of pixel (`x`, `y`) of frame `t` of a `w`x`h` pattern: scrolling colour
+/// bars over the top two thirds, a grey ramp below, and a bouncing white box.
+#[cfg(test)]
+pub(crate) fn pattern_rgb(w: u32, h: u32, t: u32, x: u32, y: u32) -> [u8; 3] {
+    let (bx, by, bs) = box_at(w, h, t);
+    if x >= bx && x < bx + bs && y >= by && y < by + bs {
+        return [255; 3];
+    }
+    pattern_rgb_no_box(w, h, t, x, y)
+}
+
+/// The bouncing box of frame `t`: left, top and side.
+fn box_at(w: u32, h: u32, t: u32) -> (u32, u32, u32) {
+    let side = (w.min(h) / 8).max(2) & !1;
+    let bounce = |range: u32, speed: u32| {
+        if range == 0 {
+            return 0;
+        }
+        let p = (t as u64 * speed as u64) % (2 * range as u64);
+        (if p < range as u64 {
+            p
+        } else {
+            2 * range as u64 - p
+        }) as u32
+    };
+    (
+        bounce(w.saturating_sub(side), 6) & !1,
+        bounce(h.saturating_sub(side), 3) & !1,
+        side,
+    )
+}
+
+/// Renders frames into a pool of tensors.
+pub(crate) struct Pattern {
+    width: u32,
+    height: u32,
+    format: PixelFormat,
+    fps: Option<u32>,
+    start: Instant,
+    sequence: u32,
+    next_slot: usize,
+    /// One row of Y'CbCr (4:4:4) per row kind: bars, bars + box, ramp, ramp + box.
+    rows: [Vec<[u8; 3]>; 4],
+}
+
+impl Pattern {
+    pub(crate) fn new(
+        config: &CameraConfig,
+    ) -> Result<(Pattern, Arc<Shared>, CaptureFormat, BufferMode)> {
+        let format = match config.fourcc {
+            Some(code) => match PixelFormat::from_v4l2_fourcc(code) {
+                Some((f, false)) => f,
+                _ => {
+                    return Err(Error::Unsupported(format!(
+                        "the synthetic camera makes yuyv or nv12, not {}",
+                        crate::image::fourcc_to_string(code)
+                    )));
+                }
+            },
+            None => config.format.unwrap_or(PixelFormat::Yuyv),
+        };
+        if !matches!(format, PixelFormat::Yuyv | PixelFormat::Nv12) {
+            return Err(Error::Unsupported(format!(
+                "the synthetic camera makes yuyv or nv12, not {format}"
+            )));
+        }
+        let (width, height) = config.size.unwrap_or(DEFAULT_SIZE);
+        if width % 2 != 0 || height % 2 != 0 || width < 16 || height < 16 {
+            return Err(Error::InvalidArgument(format!(
+                "synthetic camera size {width}x{height}: width and height must be even and at least 16"
+            )));
+        }
+        let memory = match config.buffer_mode {
+            BufferMode::Dmabuf => vec![Memory::Dma],
+            BufferMode::Mmap => vec![Memory::Shm],
+            BufferMode::Auto => vec![Memory::Dma, Memory::Shm],
+        };
+        let mut slots = Vec::with_capacity(config.buffers as usize);
+        let mut used = None;
+        for _ in 0..config.buffers {
+            let mut tensor = None;
+            let mut errors = Vec::new();
+            for &m in memory.iter().filter(|&&m| used.is_none_or(|u| u == m)) {
+                match Tensor::<u8>::image(width, height, format, Some(m)) {
+                    Ok(t) => {
+                        used = Some(m);
+                        tensor = Some(t);
+                        break;
+                    }
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            let mut tensor = tensor.ok_or_else(|| {
+                Error::Camera(format!(
+                    "synthetic camera: cannot allocate frame buffers: {}",
+                    errors.join("; ")
+                ))
+            })?;
+            let layout = tensor
+                .layout()
+                .ok_or_else(|| Error::Camera("image tensor without a layout".into()))?
+                .clone()
+                .with_colorimetry(Some(Colorimetry::BT601_LIMITED));
+            tensor.set_layout(layout)?;
+            slots.push(Slot {
+                tensor: Arc::new(tensor),
+                held: false,
+                queued: false,
+                lengths: [0; 3],
+                _backing: Vec::new(),
+            });
+        }
+        let layout = slots[0]
+            .tensor
+            .layout()
+            .ok_or_else(|| Error::Camera("image tensor without a layout".into()))?
+            .clone();
+        let mode = if used == Some(Memory::Dma) {
+            BufferMode::Dmabuf
+        } else {
+            BufferMode::Mmap
+        };
+        let capture = CaptureFormat {
+            format,
+            fourcc: format.v4l2_fourcc().unwrap_or(0),
+            width,
+            height,
+            multi_planar_api: false,
+            interlaced: false,
+            bytesperline: vec![layout.planes()[0].stride as u32],
+            sizeimage: vec![layout.allocation_len(0) as u32],
+            v4l2_colorimetry: (0, 0, 0),
+            colorimetry: layout.colorimetry(),
+            frame_interval: config.fps.map(|f| (1, f)),
+            layout,
+        };
+        let shared = Arc::new(Shared::new(None, slots));
+        let row = vec![[0u8; 3]; width as usize];
+        Ok((
+            Pattern {
+                width,
+                height,
+                format,
+                fps: config.fps,
+                start: Instant::now(),
+                sequence: 0,
+                next_slot: 0,
+                rows: [row.clone(), row.clone(), row.clone(), row],
+            },
+            shared,
+            capture,
+            mode,
+        ))
+    }
+
+    /// Draws the next frame into a free buffer and marks it held.
+    pub(crate) fn render(&mut self, shared: &Shared) -> Result<Captured> {
+        if let Some(fps) = self.fps {
+            let due = self.start + Duration::from_secs_f64(self.sequence as f64 / fps as f64);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        let mut state = shared.lock();
+        let n = state.slots.len();
+        let index = (0..n)
+            .map(|i| (self.next_slot + i) % n)
+            .find(|&i| !state.slots[i].held)
+            .ok_or_else(|| Error::Camera(format!("all {n} synthetic frame buffers are held")))?;
+        let t = self.sequence;
+        self.fill_rows(t);
+        let slot = &mut state.slots[index];
+        let tensor = Arc::get_mut(&mut slot.tensor).ok_or_else(|| {
+            Error::Camera("a free synthetic frame buffer is still referenced".into())
+        })?;
+        self.draw(tensor, t)?;
+        slot.held = true;
+        self.next_slot = (index + 1) % n;
+        self.sequence = self.sequence.wrapping_add(1);
+        let bytes = tensor.layout().map_or(0, |l| l.required_len(0)) as u32;
+        Ok(Captured {
+            index,
+            sequence: t,
+            timestamp: self.start.elapsed(),
+            bytesused: [bytes, 0, 0],
+        })
+    }
+
+    fn fill_rows(&mut self, t: u32) {
+        let (w, h) = (self.width, self.height);
+        let (bx, _, side) = box_at(w, h, t);
+        for (k, row) in self.rows.iter_mut().enumerate() {
+            // Kinds 0 and 1 are bar rows, 2 and 3 ramp rows; 1 and 3 cross the box.
+            let y = if k < 2 { 0 } else { h - 1 };
+            for (x, out) in (0..w).zip(row.iter_mut()) {
+                let rgb = if k % 2 == 1 && x >= bx && x < bx + side {
+                    [255; 3]
+                } else {
+                    pattern_rgb_no_box(w, h, t, x, y)
+                };
+                *out = rgb_to_yuv601(rgb);
+            }
+        }
+    }
+
+    fn row_kind(&self, t: u32, y: u32) -> usize {
+        let (_, by, bs) = box_at(self.width, self.height, t);
+        let in_box_rows = y >= by && y < by + bs;
+        match (y < self.height * 2 / 3, in_box_rows) {
+            (true, false) => 0,
+            (true, true) => 1,
+            (false, false) => 2,
+            (false, true) => 3,
+        }
+    }
+
+    fn draw(&self, tensor: &mut Tensor<u8>, t: u32) -> Result<()> {
+        let layout = tensor
+            .layout()
+            .ok_or_else(|| Error::Camera("frame tensor without a layout".into()))?
+            .clone();
+        let planes = layout.planes().to_vec();
+        let mut map = tensor.map_mut()?;
+        let bytes = map.buffer_bytes_mut(0);
+        let w = self.width as usize;
+        match self.format {
+            PixelFormat::Yuyv => {
+                let stride = planes[0].stride;
+                for y in 0..self.height {
+                    let row = &self.rows[self.row_kind(t, y)];
+                    let start = planes[0].offset + y as usize * stride;
+                    let out = &mut bytes[start..start + 2 * w];
+                    for (pair, px) in out.chunks_exact_mut(4).zip(row.chunks_exact(2)) {
+                        pair[0] = px[0][0];
+                        pair[1] = avg(px[0][1], px[1][1]);
+                        pair[2] = px[1][0];
+                        pair[3] = avg(px[0][2], px[1][2]);
+                    }
+                }
+            }
+            _ => {
+                let (luma, chroma) = (planes[0], planes[1]);
+                for y in 0..self.height {
+                    let row = &self.rows[self.row_kind(t, y)];
+                    let start = luma.offset + y as usize * luma.stride;
+                    for (o, px) in bytes[start..start + w].iter_mut().zip(row) {
+                        *o = px[0];
+                    }
+                }
+                for cy in 0..self.height / 2 {
+                    let row = &self.rows[self.row_kind(t, cy * 2)];
+                    let start = chroma.offset + cy as usize * chroma.stride;
+                    for (pair, px) in bytes[start..start + w]
+                        .chunks_exact_mut(2)
+                        .zip(row.chunks_exact(2))
+                    {
+                        pair[0] = avg(px[0][1], px[1][1]);
+                        pair[1] = avg(px[0][2], px[1][2]);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn avg(a: u8, b: u8) -> u8 {
+    (a as u16 + b as u16).div_ceil(2) as u8
+}
+
+/// [`pattern_rgb`] without the box.
+fn pattern_rgb_no_box(w: u32, h: u32, t: u32, x: u32, y: u32) -> [u8; 3] {
+    if y < h * 2 / 3 {
+        let shifted = (x as u64 + t as u64 * SCROLL_PER_FRAME as u64) % w as u64;
+        BARS[(shifted * 8 / w as u64) as usize]
+    } else {
+        let v = (x as u64 * 255 / (w.max(2) - 1) as u64) as u8;
+        [v; 3]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::camera::Camera;
+
+    fn check_frames(format: PixelFormat, w: u32, h: u32) {
+        let config = CameraConfig {
+            size: Some((w, h)),
+            format: Some(format),
+            buffers: 3,
+            buffer_mode: BufferMode::Mmap,
+            ..CameraConfig::default()
+        };
+        let mut cam = Camera::synthetic(config).unwrap();
+        for t in 0..5u32 {
+            let frame = cam.next_frame().unwrap();
+            assert_eq!(frame.sequence(), t);
+            let layout = frame.layout().unwrap().clone();
+            let map = frame.map().unwrap();
+            let bytes = map.buffer_bytes(0);
+            let p = layout.planes();
+            for y in 0..h {
+                for x in 0..w {
+                    let want = rgb_to_yuv601(pattern_rgb(w, h, t, x, y));
+                    let got_y = match format {
+                        PixelFormat::Yuyv => {
+                            bytes[p[0].offset + y as usize * p[0].stride + 2 * x as usize]
+                        }
+                        _ => bytes[p[0].offset + y as usize * p[0].stride + x as usize],
+                    };
+                    assert_eq!(got_y, want[0], "{format} frame {t} Y at {x},{y}");
+                }
+                // Chroma: the rounded mean of the pair's own chroma (4:2:2 / 4:2:0 rows
+                // take the even row).
+                if format == PixelFormat::Nv12 && y % 2 == 1 {
+                    continue;
+                }
+                for x in (0..w).step_by(2) {
+                    let a = rgb_to_yuv601(pattern_rgb(w, h, t, x, y));
+                    let b = rgb_to_yuv601(pattern_rgb(w, h, t, x + 1, y));
+                    let (u, v) = match format {
+                        PixelFormat::Yuyv => {
+                            let o = p[0].offset + y as usize * p[0].stride + 2 * x as usize;
+                            (bytes[o + 1], bytes[o + 3])
+                        }
+                        _ => {
+                            let o = p[1].offset + (y / 2) as usize * p[1].stride + x as usize;
+                            (bytes[o], bytes[o + 1])
+                        }
+                    };
+                    assert_eq!(
+                        (u, v),
+                        (avg(a[1], b[1]), avg(a[2], b[2])),
+                        "{format} frame {t} UV at {x},{y}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn frames_match_the_pattern_definition() {
+        check_frames(PixelFormat::Yuyv, 64, 48);
+        check_frames(PixelFormat::Nv12, 96, 34);
+    }
+
+    #[test]
+    fn pattern_moves_and_has_its_bars() {
+        assert_eq!(rgb_to_yuv601([255, 255, 255]), [235, 128, 128]);
+        assert_eq!(rgb_to_yuv601([0, 0, 0]), [16, 128, 128]);
+        // Frame 0, row 0 is covered by the box at the left; bar 4 (magenta) is not.
+        assert_eq!(pattern_rgb(640, 480, 0, 4 * 80 + 10, 0), BARS[4]);
+        // The bars scroll left by SCROLL_PER_FRAME pixels per frame.
+        assert_eq!(pattern_rgb(640, 480, 20, 4 * 80 + 10 - 80, 100), BARS[4]);
+        assert_ne!(box_at(640, 480, 0), box_at(640, 480, 1));
+        assert_eq!(pattern_rgb(640, 480, 0, 639, 479), [255; 3]);
+    }
+}

@@ -1,0 +1,524 @@
+//! Camera capture in the VM lane's guest: vivid (single-planar `PINFRAME_VM_VIDEO` and
+//! multi-planar `PINFRAME_VM_VIDEO_MPLANE`) streaming into pinframe's DMA tensors
+//! (DMABUF) and into its own exported buffers (MMAP + EXPBUF). On the host every test is
+//! ignored (and prints SKIPPED when forced); `scripts/vm-test --test vm_camera` runs them.
+//!
+//! Note: Mesa 22.3's kms_swrast/llvmpipe crashes drawing from a dma-buf that is not a
+//! DRM buffer (vivid's own exports, dma-heap buffers; the GL backend refuses those there
+//! and falls back), so the GL tests here capture in DMABUF mode into GBM buffers of vgem
+//! (`DmaRoute::Gbm`), which import zero-copy.
+#![cfg(feature = "camera")]
+
+mod common;
+
+use std::time::Duration;
+
+use pinframe::camera::{BufferMode, Camera, CameraConfig, Frame};
+use pinframe::image::fourcc;
+use pinframe::tensor::DmaRoute;
+use pinframe::{Backend, Error, ImageProcessor, Memory, PixelFormat, Tensor};
+
+const FORMATS: [PixelFormat; 7] = [
+    PixelFormat::Yuyv,
+    PixelFormat::Uyvy,
+    PixelFormat::Nv12,
+    PixelFormat::Nv21,
+    PixelFormat::Nv16,
+    PixelFormat::I420,
+    PixelFormat::Grey,
+];
+const SIZES: [(u32, u32); 2] = [(96, 72), (320, 240)];
+
+fn node(mplane: bool) -> String {
+    let var = if mplane {
+        "PINFRAME_VM_VIDEO_MPLANE"
+    } else {
+        "PINFRAME_VM_VIDEO"
+    };
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!("{var} is not set: the guest found no such vivid node"),
+    }
+}
+
+/// GBM buffers on the first render node (vgem in the guest).
+fn gbm() -> DmaRoute {
+    DmaRoute::Gbm(String::new())
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Turns vivid's on-screen text off so that frames are the bare test pattern (the
+/// comparisons below also keep to the bottom rows, away from where the text would be).
+fn vivid_osd_off(path: &str) {
+    let out = std::process::Command::new("v4l2-ctl")
+        .args(["-d", path, "-c", "osd_text_mode=2"])
+        .output()
+        .expect("v4l2-ctl runs in the guest");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Checks one frame against what the driver reported for the stream.
+fn check_frame(cam: &Camera, frame: &Frame, what: &str) {
+    let f = cam.format();
+    let layout = frame.layout().expect("frames have a layout");
+    assert_eq!(layout, cam.layout(), "{what}: frame layout is the stream's");
+    assert_eq!(
+        (layout.width(), layout.height()),
+        (f.width, f.height),
+        "{what}"
+    );
+    assert_eq!(layout.format(), f.format, "{what}");
+    assert_eq!(
+        layout.buffer_count(),
+        f.sizeimage.len(),
+        "{what}: buffers per frame"
+    );
+    assert_eq!(frame.buffer_count(), f.sizeimage.len(), "{what}");
+    for b in 0..layout.buffer_count() {
+        // The first plane in each buffer has the driver's bytesperline.
+        let first = layout
+            .planes()
+            .iter()
+            .filter(|p| p.buffer == b)
+            .min_by_key(|p| p.offset)
+            .unwrap();
+        assert_eq!(
+            first.stride, f.bytesperline[b] as usize,
+            "{what}: buffer {b} stride"
+        );
+        assert!(
+            layout.required_len(b) <= f.sizeimage[b] as usize,
+            "{what}: buffer {b}"
+        );
+        assert!(
+            frame.plane_bytesused(b) >= layout.required_len(b)
+                && frame.plane_bytesused(b) <= frame.buffer_len(b).unwrap(),
+            "{what}: buffer {b} bytesused {} for a layout of {} bytes",
+            frame.plane_bytesused(b),
+            layout.required_len(b)
+        );
+    }
+    assert_eq!(frame.memory(), Memory::Dma, "{what}: frames are dma-bufs");
+    if f.format.is_yuv() {
+        assert!(f.colorimetry.is_some(), "{what}: colorimetry reported");
+        assert_eq!(layout.colorimetry(), f.colorimetry, "{what}");
+    }
+    // vivid fills the whole frame, and its limited-range YUV pattern has no zero bytes
+    // (GREY is full range: only its last bar, black, is 0): the last row of the first
+    // plane shows the driver wrote the frame to its end.
+    let map = frame.map().unwrap();
+    let p = layout.planes()[0];
+    let last = p.offset + p.stride * (layout.plane_height(0) as usize - 1);
+    let mut row = &map.buffer_bytes(p.buffer)[last..last + layout.plane_row_bytes(0)];
+    if f.format == PixelFormat::Grey {
+        row = &row[..row.len() * 7 / 8 - 2];
+    }
+    assert!(
+        row.iter().all(|&b| b != 0),
+        "{what}: the last row is not fully written: {:?}",
+        &row[..row.len().min(32)]
+    );
+}
+
+fn capture_matrix(mplane: bool, fourccs: &[(PixelFormat, Option<u32>)]) {
+    let path = node(mplane);
+    // The first DMA allocation opens the process's shared render-node fd (for PRIME
+    // attachments); count fds after it.
+    drop(Tensor::<u8>::new(&[4096], Some(Memory::Dma)).unwrap());
+    let fds = open_fds();
+    for &(format, code) in fourccs {
+        for (w, h) in SIZES {
+            for mode in [BufferMode::Dmabuf, BufferMode::Mmap] {
+                let mut config = CameraConfig::new(w, h, format)
+                    .with_buffer_mode(mode)
+                    .with_buffers(3);
+                if let Some(c) = code {
+                    config = config.with_fourcc(c);
+                }
+                let what = format!(
+                    "{path} {format}{} {w}x{h} {mode}",
+                    code.map(|c| format!(" ({})", pinframe::image::fourcc_to_string(c)))
+                        .unwrap_or_default()
+                );
+                let mut cam = Camera::open(&path, config).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(cam.buffer_mode(), mode, "{what}");
+                assert_eq!(cam.format().multi_planar_api, mplane, "{what}");
+                if let Some(c) = code {
+                    assert_eq!(cam.format().fourcc, c, "{what}");
+                }
+                assert_eq!((cam.format().width, cam.format().height), (w, h), "{what}");
+                let mut last = None;
+                for _ in 0..3 {
+                    let frame = cam.next_frame().unwrap_or_else(|e| panic!("{what}: {e}"));
+                    check_frame(&cam, &frame, &what);
+                    if let Some(l) = last {
+                        assert!(frame.sequence() > l, "{what}: sequence grows");
+                    }
+                    last = Some(frame.sequence());
+                }
+                eprintln!("ok {what}: {}", cam.format());
+            }
+        }
+    }
+    assert_eq!(open_fds(), fds, "every camera closed all its fds");
+}
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn captures_every_format_single_planar_both_modes() {
+    if common::skip_unless_vm("captures_every_format_single_planar_both_modes") {
+        return;
+    }
+    let formats: Vec<_> = FORMATS.iter().map(|&f| (f, None)).collect();
+    capture_matrix(false, &formats);
+}
+
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn captures_every_format_multi_planar_both_modes() {
+    if common::skip_unless_vm("captures_every_format_multi_planar_both_modes") {
+        return;
+    }
+    let mut formats: Vec<_> = FORMATS.iter().map(|&f| (f, None)).collect();
+    // One buffer per plane: NM12, NM21, NM16, YM12.
+    formats.extend([
+        (PixelFormat::Nv12, Some(fourcc(b"NM12"))),
+        (PixelFormat::Nv21, Some(fourcc(b"NM21"))),
+        (PixelFormat::Nv16, Some(fourcc(b"NM16"))),
+        (PixelFormat::I420, Some(fourcc(b"YM12"))),
+    ]);
+    capture_matrix(true, &formats);
+}
+
+/// The luma of the same test pattern is the same in every YUV format; GREY shows the
+/// same bars.
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn luma_agrees_across_formats() {
+    if common::skip_unless_vm("luma_agrees_across_formats") {
+        return;
+    }
+    let path = node(false);
+    vivid_osd_off(&path);
+    let (w, h) = (320u32, 240u32);
+    let luma_rows = |format: PixelFormat| -> Vec<u8> {
+        let mut cam = Camera::open(&path, CameraConfig::new(w, h, format)).unwrap();
+        let frame = cam.next_frame().unwrap();
+        let layout = frame.layout().unwrap().clone();
+        let map = frame.map().unwrap();
+        let bytes = map.buffer_bytes(0);
+        let p = layout.planes()[0];
+        let (step, first) = match format {
+            PixelFormat::Yuyv => (2, 0),
+            PixelFormat::Uyvy => (2, 1),
+            _ => (1, 0),
+        };
+        let mut out = Vec::new();
+        for y in (h * 3 / 4)..h {
+            let row = &bytes[p.offset + y as usize * p.stride..];
+            out.extend((0..w as usize).map(|x| row[first + x * step]));
+        }
+        out
+    };
+    let reference = luma_rows(PixelFormat::Yuyv);
+    assert!(
+        reference.iter().all(|&y| y >= 16),
+        "YUYV frame fully written"
+    );
+    // GREY: the bars' brightness falls from left (white) to right (black), as the
+    // YUV luma does.
+    let grey = luma_rows(PixelFormat::Grey);
+    let centres = |rows: &[u8]| -> Vec<u8> {
+        (0..8)
+            .map(|k| rows[k * w as usize / 8 + w as usize / 16])
+            .collect()
+    };
+    let (gc, yc) = (centres(&grey), centres(&reference));
+    eprintln!("bar centres: GREY {gc:?}, YUYV luma {yc:?}");
+    for c in [&gc, &yc] {
+        assert!(
+            c.windows(2).all(|p| p[0] > p[1]),
+            "bar brightness falls: {c:?}"
+        );
+    }
+    for format in [
+        PixelFormat::Uyvy,
+        PixelFormat::Nv12,
+        PixelFormat::Nv16,
+        PixelFormat::I420,
+    ] {
+        let got = luma_rows(format);
+        let worst = got
+            .iter()
+            .zip(&reference)
+            .map(|(&a, &b)| (a as i32 - b as i32).abs())
+            .max()
+            .unwrap();
+        assert!(
+            worst <= 1,
+            "{format}: luma differs from YUYV's by up to {worst}"
+        );
+    }
+}
+
+/// vivid's default pattern is 75% colour bars: white, yellow, cyan, green, magenta, red,
+/// blue, black, left to right.
+const BARS_75: [[u8; 3]; 8] = [
+    [191, 191, 191],
+    [191, 191, 0],
+    [0, 191, 191],
+    [0, 191, 0],
+    [191, 0, 191],
+    [191, 0, 0],
+    [0, 0, 191],
+    [0, 0, 0],
+];
+
+fn assert_bars(rgb: &[u8], w: usize, h: usize, tolerance: i32, what: &str) {
+    let y = h * 7 / 8;
+    for (k, want) in BARS_75.iter().enumerate() {
+        let x = k * w / 8 + w / 16;
+        let o = (y * w + x) * 3;
+        let got = [rgb[o], rgb[o + 1], rgb[o + 2]];
+        for c in 0..3 {
+            assert!(
+                (got[c] as i32 - want[c] as i32).abs() <= tolerance,
+                "{what}: bar {k} at ({x},{y}) is {got:?}, expected about {want:?}"
+            );
+        }
+    }
+}
+
+/// camera → CPU → RGB shows the colour bars; camera → GL (dma-buf import) → RGB equals
+/// camera → CPU → RGB within ±2.
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn gl_and_cpu_agree_on_camera_frames() {
+    if common::skip_unless_vm("gl_and_cpu_agree_on_camera_frames") {
+        return;
+    }
+    let mut cpu = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let mut gl = ImageProcessor::with_backend(Backend::Gl).unwrap();
+    for (mplane, format) in [
+        (false, PixelFormat::Yuyv),
+        (false, PixelFormat::Nv12),
+        (false, PixelFormat::I420),
+        (true, PixelFormat::Nv16),
+        (false, PixelFormat::Grey),
+    ] {
+        let path = node(mplane);
+        vivid_osd_off(&path);
+        // 320x240: vivid's scaler shrinks its 720x576 picture by at most 4x, so at this
+        // size the whole picture (all eight bars) is in the frame.
+        let config = CameraConfig::new(320, 240, format)
+            .with_buffer_mode(BufferMode::Dmabuf)
+            .with_dma_route(gbm());
+        let mut cam = Camera::open(&path, config).unwrap();
+        let mut a = Tensor::<u8>::image(128, 96, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+        let mut b = Tensor::<u8>::image(128, 96, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+        for _ in 0..2 {
+            let frame = cam.next_frame().unwrap();
+            cpu.convert(&frame, &mut a).unwrap();
+            gl.convert(&frame, &mut b).unwrap();
+            let (ma, mb) = (a.map().unwrap(), b.map().unwrap());
+            let worst = ma
+                .iter()
+                .zip(mb.iter())
+                .map(|(&x, &y)| (x as i32 - y as i32).abs())
+                .max()
+                .unwrap();
+            assert!(worst <= 2, "{format}: GL and CPU differ by up to {worst}");
+            if format != PixelFormat::Grey {
+                assert_bars(&ma, 128, 96, 8, &format!("{format} via CPU"));
+            }
+        }
+    }
+    assert!(gl.stats().imports > 0, "GL imported the camera's dma-bufs");
+    assert_eq!(gl.stats().uploads, 0, "no frame was uploaded by copy");
+}
+
+/// 1,000 frames through GL: after the first round of buffers, no new EGL image is
+/// created and the fd count does not move.
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn thousand_frames_steady_state() {
+    if common::skip_unless_vm("thousand_frames_steady_state") {
+        return;
+    }
+    let path = node(false);
+    let config = CameraConfig::new(96, 72, PixelFormat::Yuyv)
+        .with_buffer_mode(BufferMode::Dmabuf)
+        .with_dma_route(gbm())
+        .with_fps(60);
+    let mut cam = Camera::open(&path, config).unwrap();
+    let mut gl = ImageProcessor::with_backend(Backend::Gl).unwrap();
+    let mut dst = Tensor::<f32>::image(64, 64, PixelFormat::PlanarRgb, None).unwrap();
+    let warmup = cam.buffer_count() * 2;
+    for _ in 0..warmup {
+        let frame = cam.next_frame().unwrap();
+        gl.convert(&frame, &mut dst).unwrap();
+    }
+    let created = pinframe::gl_image_counters().created;
+    let imports = gl.stats().imports;
+    let fds = open_fds();
+    let start = std::time::Instant::now();
+    for i in 0..1000 {
+        let frame = cam
+            .next_frame()
+            .unwrap_or_else(|e| panic!("frame {i}: {e}"));
+        gl.convert(&frame, &mut dst).unwrap();
+    }
+    let took = start.elapsed();
+    assert_eq!(
+        pinframe::gl_image_counters().created,
+        created,
+        "no new EGL images"
+    );
+    assert_eq!(gl.stats().imports, imports, "no new imports");
+    assert_eq!(open_fds(), fds, "fd count unchanged");
+    eprintln!(
+        "1000 frames in {took:?} ({:.1} fps), {} dropped, stats {:?}",
+        1000.0 / took.as_secs_f64(),
+        cam.dropped_frames(),
+        gl.stats()
+    );
+}
+
+/// Holding every buffer gives the documented error at once; giving one back recovers;
+/// frames the driver could not deliver meanwhile are counted as dropped.
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn holding_all_buffers_errors_and_gaps_count_as_dropped() {
+    if common::skip_unless_vm("holding_all_buffers_errors_and_gaps_count_as_dropped") {
+        return;
+    }
+    for mode in [BufferMode::Dmabuf, BufferMode::Mmap] {
+        let path = node(false);
+        let config = CameraConfig::new(96, 72, PixelFormat::Nv12)
+            .with_buffer_mode(mode)
+            .with_buffers(2);
+        let mut cam = Camera::open(&path, config).unwrap();
+        let n = cam.buffer_count();
+        let held: Vec<Frame> = (0..n).map(|_| cam.next_frame().unwrap()).collect();
+        let start = std::time::Instant::now();
+        let err = cam.next_frame().unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_millis(100),
+            "the error comes at once"
+        );
+        assert!(matches!(err, Error::Camera(_)), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("all {n} capture buffers are held")),
+            "{err}"
+        );
+        let before = cam.dropped_frames();
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+        let frame = cam.next_frame().unwrap();
+        check_frame(&cam, &frame, &format!("{mode} after holding"));
+        assert!(
+            cam.dropped_frames() >= before + 5,
+            "{mode}: ~15 frames came while every buffer was held; counted {}",
+            cam.dropped_frames() - before
+        );
+    }
+}
+
+/// Asking a device for a format it does not offer fails at open, listing what it offers.
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn unsupported_format_fails_at_open_with_the_list() {
+    if common::skip_unless_vm("unsupported_format_fails_at_open_with_the_list") {
+        return;
+    }
+    let path = node(false);
+    let err = Camera::open(
+        &path,
+        CameraConfig::new(96, 72, PixelFormat::Rgba).with_fourcc(fourcc(b"MJPG")),
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("yuyv (YUYV)") && msg.contains("nv12 (NV12)"),
+        "{msg}"
+    );
+    let formats = pinframe::camera::list_formats(&path).unwrap();
+    assert!(formats.iter().any(|f| f.format == Some(PixelFormat::Yuyv)));
+    assert!(
+        formats.iter().any(|f| f.format.is_none()),
+        "vivid also offers formats pinframe does not convert"
+    );
+}
+
+/// `pinframe capture` writes a PNG of vivid's colour bars, and a raw frame of the right
+/// size.
+#[cfg(feature = "cli")]
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn pinframe_capture_writes_the_test_pattern() {
+    if common::skip_unless_vm("pinframe_capture_writes_the_test_pattern") {
+        return;
+    }
+    let path = node(false);
+    vivid_osd_off(&path);
+    let dir = std::env::temp_dir().join(format!("pinframe-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join("bars.png");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pinframe"))
+        .args([
+            "capture", "--device", &path, "--size", "320x240", "--format", "nv12",
+        ])
+        .args(["--frames", "3", "--output"])
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("3 frame(s)") && stdout.contains("320x240 nv12"),
+        "{stdout}"
+    );
+    let img = image::open(&png).unwrap().to_rgb8();
+    assert_eq!(img.dimensions(), (320, 240));
+    assert_bars(img.as_raw(), 320, 240, 8, "pinframe capture PNG");
+
+    let raw = dir.join("frame.yuyv");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pinframe"))
+        .args([
+            "capture", "--device", &path, "--size", "96x72", "--format", "yuyv", "--output",
+        ])
+        .arg(&raw)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::metadata(&raw).unwrap().len(), 96 * 72 * 2);
+
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_pinframe"))
+        .args(["capture", "--device", "/dev/null", "--output"])
+        .arg(dir.join("x.png"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("not a V4L2 device") && err.lines().count() == 1,
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
