@@ -4,6 +4,7 @@
 //!
 //! When GL cannot start these tests print SKIPPED with the reason, except under
 //! `CI=true`, where that is a failure.
+#![cfg(feature = "gl")]
 
 mod common;
 #[path = "common/reference.rs"]

@@ -4,6 +4,7 @@
 //! EGL image cache emptied when tensors drop, every eglDestroyImage inside the exclusive
 //! side of the CPU-mapping guard, and bad buffers handled without crashes or leaks.
 //! On the host they are listed as ignored; `scripts/vm-test` runs them in the guest.
+#![cfg(feature = "gl")]
 
 mod common;
 #[path = "common/reference.rs"]

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::os::fd::AsFd;
 use std::sync::Mutex;
 
 use common::skip_unless_vm;
@@ -197,7 +196,7 @@ fn vivid_exported_buffer_imports_and_reads_a_captured_frame() {
     if skip_unless_vm("vivid_exported_buffer_imports_and_reads_a_captured_frame") {
         return;
     }
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
     use v4l::v4l_sys::*;
     use v4l::v4l2::vidioc;
     use v4l::video::Capture;

@@ -44,11 +44,14 @@ struct DrmPrimeHandle {
     flags: u32,
     fd: i32,
 }
+#[cfg(feature = "gbm")]
 nix::ioctl_readwrite!(drm_ioctl_prime_handle_to_fd, b'd', 0x2d, DrmPrimeHandle);
 nix::ioctl_readwrite!(drm_ioctl_prime_fd_to_handle, b'd', 0x2e, DrmPrimeHandle);
 /// `DRM_RDWR`: export a PRIME fd that can be mapped for writing.
+#[cfg(feature = "gbm")]
 const DRM_RDWR: u32 = libc::O_RDWR as u32;
 /// `DRM_CLOEXEC`.
+#[cfg(feature = "gbm")]
 const DRM_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
 
 #[repr(C)]
