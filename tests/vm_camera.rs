@@ -529,3 +529,52 @@ fn pinframe_capture_writes_the_test_pattern() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A camera that vanishes (its driver unbound) gives errors, not a hang or a panic, and
+/// frames still held can be dropped. Runs last (`zz_`): it unbinds and rebinds the
+/// multi-planar vivid instance.
+#[test]
+#[ignore = "VM lane: runs in the guest via scripts/vm-test"]
+fn zz_vanished_device_is_an_error() {
+    if common::skip_unless_vm("zz_vanished_device_is_an_error") {
+        return;
+    }
+    let path = node(true);
+    let name = std::path::Path::new(&path).file_name().unwrap().to_owned();
+    let sys = std::path::Path::new("/sys/class/video4linux")
+        .join(&name)
+        .join("device");
+    let platform = std::fs::canonicalize(&sys).unwrap();
+    let id = platform.file_name().unwrap().to_str().unwrap().to_owned();
+    let driver = "/sys/bus/platform/drivers/vivid";
+
+    let mut cam = Camera::open(
+        &path,
+        CameraConfig::new(96, 72, PixelFormat::Yuyv).with_buffers(2),
+    )
+    .unwrap();
+    let held = cam.next_frame().unwrap();
+    std::fs::write(format!("{driver}/unbind"), &id).unwrap();
+    let start = std::time::Instant::now();
+    let first = cam.next_frame_timeout(Duration::from_secs(3));
+    let took = start.elapsed();
+    // The frame the application still holds stays readable; dropping it (its requeue
+    // fails) is quiet.
+    assert!(held.map().is_ok());
+    drop(held);
+    let second = cam.next_frame_timeout(Duration::from_secs(1));
+    drop(cam);
+    // Put the device back for whoever runs next, and wait for its node.
+    std::fs::write(format!("{driver}/bind"), &id).unwrap();
+    let back = std::time::Instant::now();
+    while !std::path::Path::new(&path).exists() && back.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let err = first.expect_err("a vanished camera gives an error");
+    eprintln!(
+        "vanished: {err} (after {took:?}); then: {:?}",
+        second.as_ref().err()
+    );
+    assert!(took < Duration::from_secs(4), "no hang: {took:?}");
+    assert!(second.is_err());
+}
