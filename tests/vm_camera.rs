@@ -69,6 +69,23 @@ fn vivid_osd_off(path: &str) {
     );
 }
 
+/// Leaves a vivid node as the other VM tests expect it: on-screen text on, 640x480
+/// YUYV with the crop and compose rectangles covering the whole frame (opening a Camera
+/// resets them).
+fn restore_vivid(path: &str) {
+    let out = std::process::Command::new("v4l2-ctl")
+        .args(["-d", path, "-c", "osd_text_mode=0"])
+        .output()
+        .expect("v4l2-ctl runs in the guest");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = CameraConfig::new(640, 480, PixelFormat::Yuyv).with_buffer_mode(BufferMode::Mmap);
+    drop(Camera::open(path, config).unwrap());
+}
+
 /// Checks one frame against what the driver reported for the stream.
 fn check_frame(cam: &Camera, frame: &Frame, what: &str) {
     let f = cam.format();
@@ -173,6 +190,7 @@ fn capture_matrix(mplane: bool, fourccs: &[(PixelFormat, Option<u32>)]) {
         }
     }
     assert_eq!(open_fds(), fds, "every camera closed all its fds");
+    restore_vivid(&path);
 }
 
 #[test]
@@ -271,6 +289,7 @@ fn luma_agrees_across_formats() {
             "{format}: luma differs from YUYV's by up to {worst}"
         );
     }
+    restore_vivid(&path);
 }
 
 /// vivid's default pattern is 75% colour bars: white, yellow, cyan, green, magenta, red,
@@ -348,6 +367,8 @@ fn gl_and_cpu_agree_on_camera_frames() {
     }
     assert!(gl.stats().imports > 0, "GL imported the camera's dma-bufs");
     assert_eq!(gl.stats().uploads, 0, "no frame was uploaded by copy");
+    restore_vivid(&node(false));
+    restore_vivid(&node(true));
 }
 
 /// 1,000 frames through GL: after the first round of buffers, no new EGL image is
@@ -396,6 +417,8 @@ fn thousand_frames_steady_state() {
         cam.dropped_frames(),
         gl.stats()
     );
+    drop(cam);
+    restore_vivid(&path);
 }
 
 /// Holding every buffer gives the documented error at once; giving one back recovers;
@@ -437,6 +460,7 @@ fn holding_all_buffers_errors_and_gaps_count_as_dropped() {
             cam.dropped_frames() - before
         );
     }
+    restore_vivid(&node(false));
 }
 
 /// Asking a device for a format it does not offer fails at open, listing what it offers.
@@ -528,6 +552,7 @@ fn pinframe_capture_writes_the_test_pattern() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+    restore_vivid(&path);
 }
 
 /// A camera that vanishes (its driver unbound) gives errors, not a hang or a panic, and
@@ -577,4 +602,5 @@ fn zz_vanished_device_is_an_error() {
     );
     assert!(took < Duration::from_secs(4), "no hang: {took:?}");
     assert!(second.is_err());
+    restore_vivid(&path);
 }
