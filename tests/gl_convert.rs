@@ -17,6 +17,9 @@ use pinframe::{
 };
 use reference::{DST_FORMATS, Readback, Rng, random_buffers};
 
+/// The source formats the GL backend converts: every format but planar RGB/BGR, which
+/// the CPU backend accepts as sources and GL refuses with `Error::Unsupported` (a camera
+/// never delivers them; they are destination layouts).
 const SOURCES: [PixelFormat; 15] = [
     PixelFormat::Yuyv,
     PixelFormat::Uyvy,
