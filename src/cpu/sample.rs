@@ -2,6 +2,7 @@
 //! channels (Y, U, V with replicated chroma; R, G, B; or grey) into one row of f32 values
 //! per channel, reading only the source rows and columns the output row needs.
 
+use super::Simd;
 use crate::convert::Plan;
 use crate::image::{FormatFamily, ImageLayout};
 
@@ -11,7 +12,7 @@ use crate::image::{FormatFamily, ImageLayout};
 /// odd pixel is 2 bytes after the even one (`intra`), chroma is shared by a pair
 /// (`group` 2, `intra` 0); semi-planar chroma is a pair of bytes every 2 pixels; packed RGB
 /// channels sit `base` bytes into a `step`-byte pixel.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ChannelSource {
     pub buffer: usize,
     plane_offset: usize,
@@ -138,13 +139,152 @@ struct PlaneSpan {
 /// Blend a plane's rows when its span is at most this many bytes per output sample.
 const BLEND_SPAN_PER_TAP: usize = 8;
 
+/// Column taps of one channel as indices into the span of its plane that a destination
+/// row reads (`PlaneSpan::lo` is index 0). Every index is below `bound` by construction
+/// (`bound` is one past the largest index stored), so a gather from a row of at least
+/// `bound` elements checks the length once instead of at every tap: the check per tap
+/// cost as much as the tap itself in the profile, and it kept the loop from vectorising.
+///
+/// The same taps also come as pairs for the wide kernels: for every format the second tap
+/// sits either one constant distance `pair_step` after the first (the next pixel's
+/// sample) or on the first itself (a clamped border, or two pixels sharing a chroma
+/// sample). `pair_weights` keeps the weight where the second tap is `first + pair_step`
+/// and is 0 where it is `first`, so `row[first] + (row[first + step] - row[first]) * w`
+/// gives exactly what the two-index form gives, from one load of adjacent elements.
+#[derive(Default)]
+struct SpanTaps {
+    first: Vec<u32>,
+    second: Vec<u32>,
+    bound: usize,
+    /// 0 when the columns have no single step (the pair form is then not used).
+    pair_step: u32,
+    pair_weights: Vec<f32>,
+    /// One past the last element a pair read touches: `max(first) + pair_step + 1`.
+    pair_bound: usize,
+}
+
+/// Floats of slack after each blended plane span, so a pair read at the span's last
+/// taps (up to 4 elements past `first`) stays inside the scratch row. Its contents are
+/// whatever finite value the scratch held and are always multiplied by a weight of 0.
+pub(crate) const PAIR_SLACK: usize = 4;
+
+impl SpanTaps {
+    /// Refills the taps from absolute offsets (both `>= lo`, within `u32` of it) and
+    /// the columns' second-tap weights.
+    fn rebuild(&mut self, offsets: &[Vec<usize>; 2], lo: usize, weights: &[f32]) {
+        let rel = |o: &usize| u32::try_from(o - lo).unwrap_or(u32::MAX);
+        self.first.clear();
+        self.second.clear();
+        self.first.extend(offsets[0].iter().map(rel));
+        self.second.extend(offsets[1].iter().map(rel));
+        self.bound = self
+            .first
+            .iter()
+            .chain(&self.second)
+            .max()
+            .map_or(0, |&m| m as usize + 1);
+
+        let steps = || {
+            self.first
+                .iter()
+                .zip(&self.second)
+                .map(|(&a, &b)| b.wrapping_sub(a))
+        };
+        let step = steps().find(|&d| d != 0).unwrap_or(0);
+        let uniform =
+            step != 0 && step as usize <= PAIR_SLACK && steps().all(|d| d == 0 || d == step);
+        self.pair_step = if uniform { step } else { 0 };
+        self.pair_weights.clear();
+        if uniform {
+            let kept = steps()
+                .zip(weights)
+                .map(|(d, &w)| if d == 0 { 0.0 } else { w });
+            self.pair_weights.extend(kept);
+        }
+        self.pair_bound = self
+            .first
+            .iter()
+            .max()
+            .map_or(0, |&m| m as usize + step as usize + 1);
+    }
+
+    /// [`SpanTaps::lerp`] of an f32 row with the AVX2 kernels: adjacent pairs
+    /// (`pair_step` 1) load both taps of a column at once; other steps and short rows
+    /// take the two-index form. Bit-identical to `lerp` either way.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn lerp_avx2(&self, row: &[f32], weights: &[f32], out: &mut [f32]) {
+        let n = out.len();
+        if self.pair_step != 1
+            || row.len() < self.pair_bound
+            || self.first.len() < n
+            || self.pair_weights.len() < n
+        {
+            return self.lerp(row, weights, out);
+        }
+        let whole = n - n % 8;
+        // SAFETY: AVX2 is available (this runs only under `Simd::Avx2`); `first` and
+        // `pair_weights` hold at least `whole` elements and `out` exactly `n >= whole`;
+        // every `first[j] + 1 < pair_bound <= row.len()` (`pair_bound` is one past
+        // `max(first) + 1`).
+        unsafe {
+            super::x86::lerp_adjacent(
+                row,
+                &self.first[..whole],
+                &self.pair_weights[..whole],
+                &mut out[..whole],
+            );
+        }
+        let tail = self.first[whole..n]
+            .iter()
+            .zip(&self.pair_weights[whole..n]);
+        for (o, (&f, &w)) in out[whole..].iter_mut().zip(tail) {
+            let (x0, x1) = (row[f as usize], row[f as usize + 1]);
+            *o = x0 + (x1 - x0) * w;
+        }
+    }
+
+    /// `out[j] = lerp(row[first[j]], row[second[j]], weights[j])`.
+    #[inline(always)]
+    fn lerp<S: Copy + Into<f32>>(&self, row: &[S], weights: &[f32], out: &mut [f32]) {
+        let n = out.len();
+        assert!(row.len() >= self.bound && self.first.len() >= n && self.second.len() >= n);
+        let taps = self.first[..n].iter().zip(&self.second[..n]);
+        for ((o, (&i0, &i1)), &w) in out.iter_mut().zip(taps).zip(weights) {
+            // SAFETY: every stored index is below `self.bound` (it is one past their
+            // maximum, see `rebuild`), and `row.len() >= self.bound` was asserted above.
+            let (x0, x1): (f32, f32) = unsafe {
+                (
+                    (*row.get_unchecked(i0 as usize)).into(),
+                    (*row.get_unchecked(i1 as usize)).into(),
+                )
+            };
+            *o = x0 + (x1 - x0) * w;
+        }
+    }
+
+    /// `out[j] = row[first[j]]` (every second tap has weight 0).
+    #[inline(always)]
+    fn nearest<S: Copy + Into<f32>>(&self, row: &[S], out: &mut [f32]) {
+        let n = out.len();
+        assert!(row.len() >= self.bound && self.first.len() >= n);
+        for (o, &i0) in out.iter_mut().zip(&self.first[..n]) {
+            // SAFETY: as in `lerp`: `i0 < self.bound <= row.len()`.
+            *o = unsafe { *row.get_unchecked(i0 as usize) }.into();
+        }
+    }
+}
+
 /// Per destination column (of the valid region), the two taps' offsets for each channel
 /// along the source axis that follows destination columns, and the second tap's weight;
-/// plus, for the untransposed case, the span of each source plane the columns touch.
+/// plus, for the untransposed case, the span of each source plane the columns touch and
+/// each channel's taps relative to that span.
 #[derive(Default)]
 pub(crate) struct ColumnTables {
     offsets: [[Vec<usize>; 2]; 3],
     weights: Vec<f32>,
+    /// Untransposed only: the taps of `offsets` relative to their plane's span.
+    span_taps: [SpanTaps; 3],
     /// Which of `planes` each channel reads.
     channel_plane: [usize; 3],
     planes: [PlaneSpan; 3],
@@ -153,11 +293,25 @@ pub(crate) struct ColumnTables {
     /// Every column's second tap has weight 0 (nearest, or a scale that lands on pixel
     /// centres): one tap per channel suffices.
     single_tap: bool,
+    /// Channels `(a, b)` whose samples alternate in one plane, `b` right after `a`.
+    interleaved_pair: Option<(usize, usize)>,
+    /// What the tables were last built for: a camera loop converts the same geometry
+    /// every frame, and rebuilding cost about 4% of a 416x416 conversion.
+    built_for: Option<(Plan, [ChannelSource; 3], usize)>,
 }
 
 impl ColumnTables {
     /// Refills the tables for `plan` (no allocation once capacities suffice).
     pub fn build(&mut self, plan: &Plan, channels: &[ChannelSource; 3], count: usize) {
+        if self
+            .built_for
+            .as_ref()
+            .is_some_and(|(p, ch, n)| (p, ch, *n) == (plan, channels, count))
+        {
+            return;
+        }
+        // Cleared first: if anything below panicked, stale tables must not look valid.
+        self.built_for = None;
         let [vx, _, vw, _] = plan.valid;
         // The source axis driven by destination columns: x normally, y when transposed.
         let axis = if plan.transposed { 1 } else { 0 };
@@ -179,6 +333,7 @@ impl ColumnTables {
         self.plane_count = 0;
         self.blend_len = 0;
         if plan.transposed {
+            self.built_for = Some((plan.clone(), *channels, count));
             return;
         }
         // Group channels by the plane they read, and find the bytes each plane's row
@@ -225,8 +380,81 @@ impl ColumnTables {
             p.blend = p.hi - p.lo <= BLEND_SPAN_PER_TAP * vw as usize * p.channels;
             if p.blend {
                 p.scratch = self.blend_len;
-                self.blend_len += p.hi - p.lo;
+                self.blend_len += p.hi - p.lo + PAIR_SLACK;
             }
+        }
+        for c in 0..count {
+            let lo = self.planes[self.channel_plane[c]].lo;
+            self.span_taps[c].rebuild(&self.offsets[c], lo, &self.weights);
+        }
+        // Two channels interleaved in one plane (the CbCr plane of NV12/NV16 and their
+        // swapped twins): one 4-float load per column holds both taps of both.
+        self.interleaved_pair = None;
+        if count == 3 && self.channel_plane[1] == self.channel_plane[2] {
+            let (a, b) = (&self.span_taps[1], &self.span_taps[2]);
+            let (first, second) = if a.first.first() < b.first.first() {
+                (1, 2)
+            } else {
+                (2, 1)
+            };
+            let (f, s) = (&self.span_taps[first], &self.span_taps[second]);
+            if f.pair_step == 2
+                && s.pair_step == 2
+                && f.pair_weights == s.pair_weights
+                && f.first.iter().zip(&s.first).all(|(&x, &y)| y == x + 1)
+            {
+                self.interleaved_pair = Some((first, second));
+            }
+        }
+        self.built_for = Some((plan.clone(), *channels, count));
+    }
+
+    /// [`SpanTaps::lerp`] of the interleaved channels `a` and `b` (see
+    /// `interleaved_pair`) in one pass with AVX2. Bit-identical to two `lerp`s.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn lerp_interleaved_avx2(
+        &self,
+        a: usize,
+        b: usize,
+        row: &[f32],
+        out_a: &mut [f32],
+        out_b: &mut [f32],
+    ) {
+        let (ta, tb) = (&self.span_taps[a], &self.span_taps[b]);
+        let n = out_a.len();
+        if out_b.len() != n
+            || row.len() < tb.pair_bound
+            || ta.first.len() < n
+            || ta.pair_weights.len() < n
+        {
+            let weights = &self.weights[..n];
+            ta.lerp(row, weights, out_a);
+            tb.lerp(row, weights, out_b);
+            return;
+        }
+        let whole = n - n % 8;
+        // SAFETY: AVX2 is available (this runs only under `Simd::Avx2`); the slices
+        // passed all hold `whole` elements; `interleaved_pair` holds only when `b`'s
+        // taps are `a`'s plus one, both with step 2, so a column reads
+        // `row[first_a .. first_a + 4]`, and `first_a + 3 = first_b + 2 < tb.pair_bound
+        // <= row.len()`.
+        unsafe {
+            super::x86::lerp_interleaved(
+                row,
+                &ta.first[..whole],
+                &ta.pair_weights[..whole],
+                &mut out_a[..whole],
+                &mut out_b[..whole],
+            );
+        }
+        let tail = ta.first[whole..n].iter().zip(&ta.pair_weights[whole..n]);
+        let outs = out_a[whole..].iter_mut().zip(&mut out_b[whole..]);
+        for ((oa, ob), (&f, &w)) in outs.zip(tail) {
+            let f = f as usize;
+            let (a0, a1, b0, b1) = (row[f], row[f + 2], row[f + 1], row[f + 3]);
+            *oa = a0 + (a1 - a0) * w;
+            *ob = b0 + (b1 - b0) * w;
         }
     }
 
@@ -238,6 +466,7 @@ impl ColumnTables {
 
 /// The other axis's taps for one destination row: per channel the two offsets, and the
 /// weight of the second tap.
+#[inline(always)]
 pub(crate) fn row_taps(
     plan: &Plan,
     channels: &[ChannelSource; 3],
@@ -257,8 +486,11 @@ pub(crate) fn row_taps(
 /// `outs[c]`. Untransposed rows that need two source rows first blend the needed span of
 /// each plane's two rows (contiguous, vectorised), then take two taps per channel from
 /// the blend; other rows take their taps straight from the source. Offsets come from the
-/// validated layout, so every index is in bounds (indexing still checks).
+/// validated layout, so every index is in bounds; span-relative taps check their row's
+/// length once per row (`SpanTaps`), the rest index with checks. Under `Simd::Avx2` the
+/// blended rows' taps go through the pair kernels of `x86`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(crate) fn sample_row(
     src: &[&[u8]],
     channels: &[ChannelSource; 3],
@@ -268,7 +500,9 @@ pub(crate) fn sample_row(
     row_weight: f32,
     outs: [&mut [f32]; 3],
     blend: &mut [f32],
+    simd: Simd,
 ) {
+    let _ = simd;
     let two_rows = row_weight != 0.0 && (0..count).any(|c| row_offsets[c][0] != row_offsets[c][1]);
     let blended = |c: usize| {
         two_rows && tables.plane_count > 0 && tables.planes[tables.channel_plane[c]].blend
@@ -289,30 +523,62 @@ pub(crate) fn sample_row(
             }
         }
     }
+    let mut outs = outs;
+    let mut done = [false; 3];
+    #[cfg(target_arch = "x86_64")]
+    if simd == Simd::Avx2
+        && !tables.single_tap
+        && let Some((a, b)) = tables.interleaved_pair.filter(|&(a, _)| blended(a))
+    {
+        let p = &tables.planes[tables.channel_plane[a]];
+        let row = &blend[p.scratch..p.scratch + (p.hi - p.lo) + PAIR_SLACK];
+        let [o0, o1, o2] = &mut outs;
+        let mut by_channel = [Some(&mut **o0), Some(&mut **o1), Some(&mut **o2)];
+        if let (Some(out_a), Some(out_b)) = (by_channel[a].take(), by_channel[b].take()) {
+            tables.lerp_interleaved_avx2(a, b, row, out_a, out_b);
+            done[a] = true;
+            done[b] = true;
+        }
+    }
     for (c, out) in outs.into_iter().enumerate().take(count) {
+        if done[c] {
+            continue;
+        }
         let n = out.len();
-        let a0 = &tables.offsets[c][0][..n];
-        let a1 = &tables.offsets[c][1][..n];
         let wa = &tables.weights[..n];
-        if blended(c) {
+        let one_row = !two_rows || row_offsets[c][0] == row_offsets[c][1];
+        if tables.plane_count > 0 && (blended(c) || one_row) {
             let p = &tables.planes[tables.channel_plane[c]];
-            let row = &blend[p.scratch..p.scratch + (p.hi - p.lo)];
-            let lo = p.lo;
-            if tables.single_tap {
-                for (o, &o0) in out.iter_mut().zip(a0) {
-                    *o = row[o0 - lo];
+            let taps = &tables.span_taps[c];
+            if blended(c) {
+                let row = &blend[p.scratch..p.scratch + (p.hi - p.lo) + PAIR_SLACK];
+                if tables.single_tap {
+                    taps.nearest(row, out);
+                } else {
+                    #[cfg(target_arch = "x86_64")]
+                    if simd == Simd::Avx2 {
+                        taps.lerp_avx2(row, wa, out);
+                        continue;
+                    }
+                    taps.lerp(row, wa, out);
                 }
-                continue;
-            }
-            for (((o, &o0), &o1), &w) in out.iter_mut().zip(a0).zip(a1).zip(wa) {
-                let (x0, x1) = (row[o0 - lo], row[o1 - lo]);
-                *o = x0 + (x1 - x0) * w;
+            } else {
+                let b0 = row_offsets[c][0];
+                let row = &src[channels[c].buffer][b0 + p.lo..b0 + p.hi];
+                if tables.single_tap {
+                    taps.nearest(row, out);
+                } else {
+                    taps.lerp(row, wa, out);
+                }
             }
             continue;
         }
+        let a0 = &tables.offsets[c][0][..n];
+        let a1 = &tables.offsets[c][1][..n];
         let buf = src[channels[c].buffer];
         let [b0, b1] = row_offsets[c];
-        if !two_rows || b0 == b1 {
+        if one_row {
+            // Transposed: the table's taps are rows and the row's taps are columns.
             let row = &buf[b0..];
             if tables.single_tap {
                 for (o, &o0) in out.iter_mut().zip(a0) {

@@ -63,6 +63,7 @@ impl OutElement for f16 {
 }
 
 /// `out[c][j] = clamp(matrix[c] · s[j] + offset, 0, 255)` for each output channel.
+#[inline(always)]
 pub(crate) fn colour(plan: &Plan, s: [&[f32]; 3], out: &mut [&mut [f32]]) {
     for (c, o) in out.iter_mut().enumerate() {
         let [m0, m1, m2, m3] = plan.color_matrix[c];
@@ -114,6 +115,7 @@ fn store_rgb3<T: OutElement, const P0: usize, const P1: usize, const P2: usize>(
 
 /// Writes whole packed pixels of RGB(A) or grey data: `values[c]` is output channel `c`
 /// (R, G, B order), stored at `positions[c]` of each `bpp`-element pixel.
+#[inline(always)]
 pub(crate) fn store_packed<T: OutElement>(
     plan: &Plan,
     values: &[&mut [f32]],
