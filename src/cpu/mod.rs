@@ -404,6 +404,7 @@ impl Job<'_> {
         let (o0, rest) = out_rows.split_at_mut(vw);
         let (o1, o2) = rest.split_at_mut(vw);
         let mut outs: [&mut [f32]; 3] = [o0, o1, o2];
+        let mut pad_row: Option<usize> = None;
         for r in 0..rows {
             let dy = first_row + r;
             let inside = dy >= vy && dy < vy + vh;
@@ -430,7 +431,16 @@ impl Job<'_> {
             }
             let (lo, hi) = if inside { (vx, vx + vw) } else { (dw, dw) };
             match &mut band {
+                Band::Packed(b) if !inside && pad_row.is_some() => {
+                    // A whole padding row: copy the first one this band filled (a
+                    // memmove) instead of writing pixel by pixel.
+                    let from = pad_row.unwrap_or(0) * strides[0];
+                    b.copy_within(from..from + dw * bpp, r * strides[0]);
+                }
                 Band::Packed(b) => {
+                    if !inside {
+                        pad_row = Some(r);
+                    }
                     let row = &mut b[r * strides[0]..r * strides[0] + dw * bpp];
                     fill_packed_pad(row, 0, lo, &pad_pixel[..bpp]);
                     fill_packed_pad(row, hi, dw, &pad_pixel[..bpp]);

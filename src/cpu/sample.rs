@@ -159,14 +159,20 @@ struct SpanTaps {
     /// 0 when the columns have no single step (the pair form is then not used).
     pair_step: u32,
     pair_weights: Vec<f32>,
-    /// One past the last element a pair read touches: `max(first) + pair_step + 1`.
-    pair_bound: usize,
+    /// The largest first tap: a kernel that reads `k` floats from each first tap stays
+    /// inside a row of at least `max_first + k` floats.
+    max_first: usize,
 }
 
-/// Floats of slack after each blended plane span, so a pair read at the span's last
-/// taps (up to 4 elements past `first`) stays inside the scratch row. Its contents are
-/// whatever finite value the scratch held and are always multiplied by a weight of 0.
-pub(crate) const PAIR_SLACK: usize = 4;
+/// Floats of slack after each blended plane span, so the wide kernels' loads at the
+/// span's last taps (up to 8 floats from a first tap, which is at least 2 before the
+/// span's end when it loads that many) stay inside the scratch row. The slack holds
+/// whatever finite value the scratch held and is always multiplied by a weight of 0.
+pub(crate) const PAIR_SLACK: usize = 8;
+
+/// Steps the wide kernels handle: 1 (planar and semi-planar luma), 2 (packed 4:2:2 luma,
+/// semi-planar chroma pairs) and 4 (packed 4:2:2 chroma).
+const PAIR_STEPS: [u32; 3] = [1, 2, 4];
 
 impl SpanTaps {
     /// Refills the taps from absolute offsets (both `>= lo`, within `u32` of it) and
@@ -191,8 +197,7 @@ impl SpanTaps {
                 .map(|(&a, &b)| b.wrapping_sub(a))
         };
         let step = steps().find(|&d| d != 0).unwrap_or(0);
-        let uniform =
-            step != 0 && step as usize <= PAIR_SLACK && steps().all(|d| d == 0 || d == step);
+        let uniform = PAIR_STEPS.contains(&step) && steps().all(|d| d == 0 || d == step);
         self.pair_step = if uniform { step } else { 0 };
         self.pair_weights.clear();
         if uniform {
@@ -201,45 +206,43 @@ impl SpanTaps {
                 .map(|(d, &w)| if d == 0 { 0.0 } else { w });
             self.pair_weights.extend(kept);
         }
-        self.pair_bound = self
-            .first
-            .iter()
-            .max()
-            .map_or(0, |&m| m as usize + step as usize + 1);
+        self.max_first = self.first.iter().max().map_or(0, |&m| m as usize);
     }
 
-    /// [`SpanTaps::lerp`] of an f32 row with the AVX2 kernels: adjacent pairs
-    /// (`pair_step` 1) load both taps of a column at once; other steps and short rows
-    /// take the two-index form. Bit-identical to `lerp` either way.
+    /// [`SpanTaps::lerp`] of an f32 row with the AVX2 kernels: step 1 loads both taps of
+    /// a column as one pair, step 2 as one 4-float load; other steps take the two-index
+    /// form. Bit-identical to `lerp` either way.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn lerp_avx2(&self, row: &[f32], weights: &[f32], out: &mut [f32]) {
         let n = out.len();
-        if self.pair_step != 1
-            || row.len() < self.pair_bound
-            || self.first.len() < n
-            || self.pair_weights.len() < n
+        let reach = match self.pair_step {
+            1 => 2,
+            2 => 4,
+            _ => return self.lerp(row, weights, out),
+        };
+        if row.len() < self.max_first + reach || self.first.len() < n || self.pair_weights.len() < n
         {
             return self.lerp(row, weights, out);
         }
         let whole = n - n % 8;
-        // SAFETY: AVX2 is available (this runs only under `Simd::Avx2`); `first` and
-        // `pair_weights` hold at least `whole` elements and `out` exactly `n >= whole`;
-        // every `first[j] + 1 < pair_bound <= row.len()` (`pair_bound` is one past
-        // `max(first) + 1`).
+        let (first, w) = (&self.first[..whole], &self.pair_weights[..whole]);
+        // SAFETY: AVX2 is available (this runs only under `Simd::Avx2`); `first`, `w`
+        // and the output hold `whole` elements; every `first[j] + reach - 1 <
+        // max_first + reach <= row.len()`, and each kernel reads `reach` floats.
         unsafe {
-            super::x86::lerp_adjacent(
-                row,
-                &self.first[..whole],
-                &self.pair_weights[..whole],
-                &mut out[..whole],
-            );
+            if self.pair_step == 1 {
+                super::x86::lerp_adjacent(row, first, w, &mut out[..whole]);
+            } else {
+                super::x86::lerp_quads::<2>(row, first, w, &mut out[..whole], None);
+            }
         }
+        let step = self.pair_step as usize;
         let tail = self.first[whole..n]
             .iter()
             .zip(&self.pair_weights[whole..n]);
         for (o, (&f, &w)) in out[whole..].iter_mut().zip(tail) {
-            let (x0, x1) = (row[f as usize], row[f as usize + 1]);
+            let (x0, x1) = (row[f as usize], row[f as usize + step]);
             *o = x0 + (x1 - x0) * w;
         }
     }
@@ -387,8 +390,9 @@ impl ColumnTables {
             let lo = self.planes[self.channel_plane[c]].lo;
             self.span_taps[c].rebuild(&self.offsets[c], lo, &self.weights);
         }
-        // Two channels interleaved in one plane (the CbCr plane of NV12/NV16 and their
-        // swapped twins): one 4-float load per column holds both taps of both.
+        // Two channels interleaved in one plane, the second half a step after the first
+        // (CbCr of NV12/NV16 and twins: step 2; the chroma of packed 4:2:2: step 4, Cr 2
+        // after Cb): one or two loads per column hold both taps of both.
         self.interleaved_pair = None;
         if count == 3 && self.channel_plane[1] == self.channel_plane[2] {
             let (a, b) = (&self.span_taps[1], &self.span_taps[2]);
@@ -398,10 +402,11 @@ impl ColumnTables {
                 (2, 1)
             };
             let (f, s) = (&self.span_taps[first], &self.span_taps[second]);
-            if f.pair_step == 2
-                && s.pair_step == 2
+            let half = f.pair_step / 2;
+            if (f.pair_step == 2 || f.pair_step == 4)
+                && s.pair_step == f.pair_step
                 && f.pair_weights == s.pair_weights
-                && f.first.iter().zip(&s.first).all(|(&x, &y)| y == x + 1)
+                && f.first.iter().zip(&s.first).all(|(&x, &y)| y == x + half)
             {
                 self.interleaved_pair = Some((first, second));
             }
@@ -423,8 +428,11 @@ impl ColumnTables {
     ) {
         let (ta, tb) = (&self.span_taps[a], &self.span_taps[b]);
         let n = out_a.len();
+        // Floats read from each first tap: [a0 b0 a1 b1] at step 2; two 4-float loads
+        // ([a0 . b0 .], [a1 . b1 .]) at step 4.
+        let reach = if ta.pair_step == 2 { 4 } else { 8 };
         if out_b.len() != n
-            || row.len() < tb.pair_bound
+            || row.len() < ta.max_first + reach
             || ta.first.len() < n
             || ta.pair_weights.len() < n
         {
@@ -434,25 +442,26 @@ impl ColumnTables {
             return;
         }
         let whole = n - n % 8;
+        let (first, w) = (&ta.first[..whole], &ta.pair_weights[..whole]);
+        let (oa, ob) = (&mut out_a[..whole], Some(&mut out_b[..whole]));
         // SAFETY: AVX2 is available (this runs only under `Simd::Avx2`); the slices
-        // passed all hold `whole` elements; `interleaved_pair` holds only when `b`'s
-        // taps are `a`'s plus one, both with step 2, so a column reads
-        // `row[first_a .. first_a + 4]`, and `first_a + 3 = first_b + 2 < tb.pair_bound
-        // <= row.len()`.
+        // passed all hold `whole` elements; every `first[j] + reach - 1 < max_first +
+        // reach <= row.len()`, and the kernel reads `reach` floats from each first tap
+        // (`interleaved_pair` holds only for steps 2 and 4 with `b` half a step after `a`).
         unsafe {
-            super::x86::lerp_interleaved(
-                row,
-                &ta.first[..whole],
-                &ta.pair_weights[..whole],
-                &mut out_a[..whole],
-                &mut out_b[..whole],
-            );
+            if ta.pair_step == 2 {
+                super::x86::lerp_quads::<2>(row, first, w, oa, ob);
+            } else {
+                super::x86::lerp_quads::<4>(row, first, w, oa, ob);
+            }
         }
+        let (step, half) = (ta.pair_step as usize, ta.pair_step as usize / 2);
         let tail = ta.first[whole..n].iter().zip(&ta.pair_weights[whole..n]);
         let outs = out_a[whole..].iter_mut().zip(&mut out_b[whole..]);
         for ((oa, ob), (&f, &w)) in outs.zip(tail) {
             let f = f as usize;
-            let (a0, a1, b0, b1) = (row[f], row[f + 2], row[f + 1], row[f + 3]);
+            let (a0, a1) = (row[f], row[f + step]);
+            let (b0, b1) = (row[f + half], row[f + half + step]);
             *oa = a0 + (a1 - a0) * w;
             *ob = b0 + (b1 - b0) * w;
         }
@@ -517,6 +526,14 @@ pub(crate) fn sample_row(
             let r0 = &buf[b0 + p.lo..b0 + p.hi];
             let r1 = &buf[b1 + p.lo..b1 + p.hi];
             let dst = &mut blend[p.scratch..p.scratch + (p.hi - p.lo)];
+            if b0 == b1 {
+                // Both rows are one (chroma shared by two luma rows): the blend is the
+                // row itself, `a + (a - a) * w == a`, so skip the arithmetic.
+                for (d, &a) in dst.iter_mut().zip(r0) {
+                    *d = f32::from(a);
+                }
+                continue;
+            }
             for ((d, &a), &b) in dst.iter_mut().zip(r0).zip(r1) {
                 let (a, b) = (f32::from(a), f32::from(b));
                 *d = a + (b - a) * row_weight;

@@ -58,34 +58,46 @@ pub(super) unsafe fn lerp_adjacent(row: &[f32], first: &[u32], weights: &[f32], 
     }
 }
 
-/// Two channels interleaved with a step of 2 (`a b a b ...`): for every column, `a`'s
-/// taps are `row[f]`, `row[f + 2]` and `b`'s are `row[f + 1]`, `row[f + 3]` with
-/// `f = first[j]`; `out_a[j]`, `out_b[j]` are their lerps by `weights[j]`. Lengths are a
-/// multiple of 8.
+/// The taps of one channel at step `STEP` (2 or 4), or of two interleaved channels
+/// (`b` half a step after `a`): for every column, with `f = first[j]` and `h = STEP / 2`,
+/// `a`'s taps are `row[f]`, `row[f + STEP]` and `b`'s are `row[f + h]`,
+/// `row[f + h + STEP]`; `out_a[j]`, `out_b[j]` are their lerps by `weights[j]`. Lengths
+/// are a multiple of 8. Reads `2 * STEP` floats from each first tap.
 ///
 /// # Safety
-/// AVX2 must be available; `first`, `weights`, `out_a` and `out_b` must have the same
-/// length, a multiple of 8; `first[j] + 3 < row.len()` for every `j`.
+/// AVX2 must be available; `first`, `weights`, `out_a` and `out_b` (if given) must have
+/// the same length, a multiple of 8; `first[j] + 2 * STEP <= row.len()` for every `j`.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn lerp_interleaved(
+pub(super) unsafe fn lerp_quads<const STEP: usize>(
     row: &[f32],
     first: &[u32],
     weights: &[f32],
     out_a: &mut [f32],
-    out_b: &mut [f32],
+    mut out_b: Option<&mut [f32]>,
 ) {
+    const { assert!(STEP == 2 || STEP == 4) };
     let base = row.as_ptr();
-    for (((f, w), oa), ob) in first
+    for (k8, ((f, w), oa)) in first
         .chunks_exact(8)
         .zip(weights.chunks_exact(8))
         .zip(out_a.chunks_exact_mut(8))
-        .zip(out_b.chunks_exact_mut(8))
+        .enumerate()
     {
-        // SAFETY: each `f[k] + 3 < row.len()` (caller), so every 4-float load is inside
-        // `row`; `w`, `oa`, `ob` are 8-element chunks, so the 8-lane accesses fit.
+        // SAFETY: each `f[k] + 2 * STEP <= row.len()` (caller), and each column reads
+        // `row[f[k] .. f[k] + 2 * STEP]`; `w` and `oa` are 8-element chunks, and
+        // `out_b`, when given, has the length of `out_a`, so `8 * k8 + 8` fits it.
         unsafe {
-            let quad = |k: usize| _mm_loadu_ps(base.add(f[k] as usize));
-            // Column k's [a0 b0 a1 b1] in the low half, column k + 4's in the high half.
+            // Column k's taps as [a0 b0 a1 b1].
+            let quad = |k: usize| {
+                let p = base.add(f[k] as usize);
+                if STEP == 2 {
+                    _mm_loadu_ps(p)
+                } else {
+                    // [a0 . b0 .] and [a1 . b1 .] -> [a0 b0 a1 b1].
+                    _mm_shuffle_ps::<0b10_00_10_00>(_mm_loadu_ps(p), _mm_loadu_ps(p.add(4)))
+                }
+            };
+            // Column k's quad in the low half, column k + 4's in the high half.
             let r0 = _mm256_set_m128(quad(4), quad(0));
             let r1 = _mm256_set_m128(quad(5), quad(1));
             let r2 = _mm256_set_m128(quad(6), quad(2));
@@ -95,15 +107,17 @@ pub(super) unsafe fn lerp_interleaved(
             let t1 = _mm256_unpackhi_ps(r0, r1);
             let t2 = _mm256_unpacklo_ps(r2, r3);
             let t3 = _mm256_unpackhi_ps(r2, r3);
-            let a0 = _mm256_shuffle_ps::<0b01_00_01_00>(t0, t2);
-            let b0 = _mm256_shuffle_ps::<0b11_10_11_10>(t0, t2);
-            let a1 = _mm256_shuffle_ps::<0b01_00_01_00>(t1, t3);
-            let b1 = _mm256_shuffle_ps::<0b11_10_11_10>(t1, t3);
             let w = _mm256_loadu_ps(w.as_ptr());
+            let a0 = _mm256_shuffle_ps::<0b01_00_01_00>(t0, t2);
+            let a1 = _mm256_shuffle_ps::<0b01_00_01_00>(t1, t3);
             let va = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_sub_ps(a1, a0), w));
-            let vb = _mm256_add_ps(b0, _mm256_mul_ps(_mm256_sub_ps(b1, b0), w));
             _mm256_storeu_ps(oa.as_mut_ptr(), va);
-            _mm256_storeu_ps(ob.as_mut_ptr(), vb);
+            if let Some(out_b) = out_b.as_deref_mut() {
+                let b0 = _mm256_shuffle_ps::<0b11_10_11_10>(t0, t2);
+                let b1 = _mm256_shuffle_ps::<0b11_10_11_10>(t1, t3);
+                let vb = _mm256_add_ps(b0, _mm256_mul_ps(_mm256_sub_ps(b1, b0), w));
+                _mm256_storeu_ps(out_b[8 * k8..8 * k8 + 8].as_mut_ptr(), vb);
+            }
         }
     }
 }
