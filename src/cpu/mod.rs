@@ -533,6 +533,100 @@ mod tests {
         dst
     }
 
+    /// The output of one conversion as bit patterns, whatever the element type.
+    fn output_bits(
+        simd: Simd,
+        plan: &Plan,
+        src: &[u8],
+        src_layout: &ImageLayout,
+        dst_layout: &ImageLayout,
+    ) -> Vec<u32> {
+        match dst_layout.dtype() {
+            DType::F32 => {
+                let v: Vec<f32> = convert_with(simd, plan, src, src_layout, dst_layout);
+                v.iter().map(|x| x.to_bits()).collect()
+            }
+            DType::F16 => {
+                let v: Vec<f16> = convert_with(simd, plan, src, src_layout, dst_layout);
+                v.iter().map(|x| u32::from(x.to_bits())).collect()
+            }
+            DType::I8 => {
+                let v: Vec<i8> = convert_with(simd, plan, src, src_layout, dst_layout);
+                v.iter().map(|&x| u32::from(x as u8)).collect()
+            }
+            _ => {
+                let v: Vec<u8> = convert_with(simd, plan, src, src_layout, dst_layout);
+                v.iter().map(|&x| u32::from(x)).collect()
+            }
+        }
+    }
+
+    /// Where the portable kernel's output first differs from `wide`'s, if anywhere.
+    fn first_difference(
+        wide: Simd,
+        plan: &Plan,
+        src: &[u8],
+        src_layout: &ImageLayout,
+        dst_layout: &ImageLayout,
+    ) -> Option<usize> {
+        let portable = output_bits(Simd::Portable, plan, src, src_layout, dst_layout);
+        let wide = output_bits(wide, plan, src, src_layout, dst_layout);
+        assert_eq!(portable.len(), wide.len());
+        portable.iter().zip(&wide).position(|(a, b)| a != b)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+        /// Random formats, sizes (up to 4x down and up, so blended and direct rows,
+        /// 8-column blocks and their tails), crops and destination types: the wide and
+        /// portable kernels agree to the bit.
+        #[test]
+        fn random_geometry_gives_identical_bits(
+            format in 0..PixelFormat::ALL.len(),
+            (sw, sh) in (2u32..400, 1u32..60),
+            (dw, dh) in (1u32..200, 1u32..40),
+            crop in proptest::option::of((0.0f64..0.5, 0.0f64..0.5, 0.5f64..1.0, 0.5f64..1.0)),
+            dst in 0usize..5,
+            nearest in proptest::bool::weighted(0.2),
+            seed in proptest::prelude::any::<u32>(),
+        ) {
+            let wide = Simd::detect();
+            proptest::prop_assume!(wide != Simd::Portable);
+            let format = PixelFormat::ALL[format];
+            // 4:2:x sources need even widths in a tight layout.
+            let sw = if format.chroma_subsampling().0 > 1 { sw & !1 } else { sw };
+            let src_layout = ImageLayout::new(sw, sh, format).unwrap();
+            let src = random_bytes(src_layout.required_len(0), seed);
+            let crop = crop.map(|(x, y, w, h)| {
+                let (x, y) = ((x * f64::from(sw)) as u32, (y * f64::from(sh)) as u32);
+                Crop {
+                    x,
+                    y,
+                    width: ((w * f64::from(sw - x)) as u32).max(1),
+                    height: ((h * f64::from(sh - y)) as u32).max(1),
+                }
+            });
+            let (dst_format, dtype) = [
+                (PixelFormat::Rgb, DType::U8),
+                (PixelFormat::PlanarRgb, DType::F32),
+                (PixelFormat::PlanarBgr, DType::I8),
+                (PixelFormat::Bgra, DType::F16),
+                (PixelFormat::Grey, DType::U8),
+            ][dst];
+            let dst_layout = ImageLayout::tight(dw, dh, dst_format, dtype).unwrap();
+            let options = ConvertOptions {
+                crop,
+                interpolation: if nearest { Interpolation::Nearest } else { Interpolation::Bilinear },
+                fit: Fit::Stretch,
+                normalize: Normalize::IMAGENET,
+                ..Default::default()
+            };
+            let plan = Plan::new(&src_layout, &dst_layout, &options).unwrap();
+            let diff = first_difference(wide, &plan, &src, &src_layout, &dst_layout);
+            proptest::prop_assert_eq!(diff, None, "{} {}x{} {:?} -> {}x{} {}", format, sw, sh, crop, dw, dh, dst_format);
+        }
+    }
+
     /// The wide kernels (AVX2 build, pair and interleaved gathers) and the portable
     /// build produce bit-identical outputs: every source format, downscales with
     /// fractional steps (the 1920 → 416 bench ratio among them), upscales, crops at the
@@ -635,30 +729,7 @@ mod tests {
                 ] {
                     let dst_layout = ImageLayout::tight(dw, dh, dst_format, dtype).unwrap();
                     let plan = Plan::new(&src_layout, &dst_layout, &options).unwrap();
-                    let run = |simd| match dtype {
-                        DType::F32 => {
-                            let v: Vec<f32> =
-                                convert_with(simd, &plan, &src, &src_layout, &dst_layout);
-                            v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>()
-                        }
-                        DType::F16 => {
-                            let v: Vec<f16> =
-                                convert_with(simd, &plan, &src, &src_layout, &dst_layout);
-                            v.iter().map(|x| u32::from(x.to_bits())).collect()
-                        }
-                        DType::I8 => {
-                            let v: Vec<i8> =
-                                convert_with(simd, &plan, &src, &src_layout, &dst_layout);
-                            v.iter().map(|&x| x as u8 as u32).collect()
-                        }
-                        _ => {
-                            let v: Vec<u8> =
-                                convert_with(simd, &plan, &src, &src_layout, &dst_layout);
-                            v.iter().map(|&x| u32::from(x)).collect()
-                        }
-                    };
-                    let (portable, wide_out) = (run(Simd::Portable), run(wide));
-                    let first_diff = portable.iter().zip(&wide_out).position(|(a, b)| a != b);
+                    let first_diff = first_difference(wide, &plan, &src, &src_layout, &dst_layout);
                     assert_eq!(
                         first_diff, None,
                         "{label} into {dst_format} {dtype}: portable and {wide:?} differ"
