@@ -336,19 +336,10 @@ impl Job<'_> {
                 // found AVX2 on this CPU (see `Simd::detect`).
                 unsafe { self.band_avx2(first_row, band, strides, scratch) }
             }
-            Simd::Portable => self.band_portable(first_row, band, strides, scratch),
+            // Inlined here: the kernel built for the target's baseline (SSE2 on x86-64,
+            // NEON on aarch64).
+            Simd::Portable => self.band_kernel(first_row, band, strides, scratch),
         }
-    }
-
-    /// The kernel compiled for the target's baseline (SSE2 on x86-64, NEON on aarch64).
-    fn band_portable<T: OutElement>(
-        &self,
-        first_row: usize,
-        band: Band<'_, T>,
-        strides: [usize; 3],
-        scratch: &mut [f32],
-    ) {
-        self.band_kernel(first_row, band, strides, scratch);
     }
 
     /// The same kernel compiled with AVX2 enabled: the compiler widens the vectorised
@@ -366,8 +357,8 @@ impl Job<'_> {
         self.band_kernel(first_row, band, strides, scratch);
     }
 
-    /// Converts destination rows `first_row..` of one band. Inlined into each
-    /// instruction-set wrapper, with everything it calls, so each gets its own code.
+    /// Converts destination rows `first_row..` of one band. Inlined into `band` and into
+    /// each instruction-set wrapper, with everything it calls, so each gets its own code.
     #[inline(always)]
     fn band_kernel<T: OutElement>(
         &self,
