@@ -582,7 +582,11 @@ mod tests {
             seed in proptest::prelude::any::<u32>(),
         ) {
             let wide = Simd::detect();
-            proptest::prop_assume!(wide != Simd::Portable);
+            if wide == Simd::Portable {
+                // Nothing wider to compare on this CPU (every_instruction_set_gives_
+                // identical_bits says so in the output).
+                return Ok(());
+            }
             let format = PixelFormat::ALL[format];
             // 4:2:x sources need even widths in a tight layout.
             let sw = if format.chroma_subsampling().0 > 1 { sw & !1 } else { sw };
@@ -626,7 +630,10 @@ mod tests {
     fn every_instruction_set_gives_identical_bits() {
         let wide = Simd::detect();
         if wide == Simd::Portable {
-            eprintln!("SKIP: this CPU has no wider kernel than the portable one");
+            eprintln!(
+                "SKIP: no kernel wider than the portable one to compare with (a CPU \
+                 without AVX2, or PINFRAME_CPU_SIMD=portable)"
+            );
             return;
         }
         // Source width and height, destination width and height, then the options.
