@@ -99,7 +99,7 @@ fn same_size_every_source_destination_and_dtype() {
                 _ => Some(Colorimetry::new(Matrix::Bt2020, Range::Limited)),
             });
         let bufs = random_buffers(&src, &mut rng, 5);
-        for df in DST_FORMATS {
+        for &df in DST_FORMATS {
             for dt in DTYPES {
                 let dst = ImageLayout::tight(13, 7, df, dt).unwrap();
                 let o = ConvertOptions {

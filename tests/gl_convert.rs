@@ -17,26 +17,8 @@ use pinframe::{
 };
 use reference::{DST_FORMATS, Readback, Rng, random_buffers};
 
-/// The source formats the GL backend converts: every format but planar RGB/BGR, which
-/// the CPU backend accepts as sources and GL refuses with `Error::Unsupported` (a camera
-/// never delivers them; they are destination layouts).
-const SOURCES: [PixelFormat; 15] = [
-    PixelFormat::Yuyv,
-    PixelFormat::Uyvy,
-    PixelFormat::Yvyu,
-    PixelFormat::Vyuy,
-    PixelFormat::Nv12,
-    PixelFormat::Nv21,
-    PixelFormat::Nv16,
-    PixelFormat::Nv61,
-    PixelFormat::I420,
-    PixelFormat::Yv12,
-    PixelFormat::Grey,
-    PixelFormat::Rgb,
-    PixelFormat::Bgr,
-    PixelFormat::Rgba,
-    PixelFormat::Bgra,
-];
+/// The source formats the GL backend converts (planar RGB/BGR are CPU-only sources).
+const SOURCES: &[PixelFormat] = Backend::Gl.source_formats();
 const SENTINEL: u8 = 0xA5;
 
 /// A processor on GL, or None after printing why (a panic under CI=true).
@@ -156,10 +138,10 @@ fn gl_matches_cpu_on_every_format_pair_and_dtype() {
     let mut c = cpu();
     let mut rng = Rng::new(1);
     let mut worst = [0.0f64; 4];
-    for sf in SOURCES {
+    for &sf in SOURCES {
         let src = ImageLayout::new(46, 30, sf).unwrap();
         let bufs = random_buffers(&src, &mut rng, 0);
-        for df in DST_FORMATS {
+        for &df in DST_FORMATS {
             for (k, dt) in [DType::U8, DType::I8, DType::F16, DType::F32]
                 .into_iter()
                 .enumerate()
@@ -204,7 +186,7 @@ fn gl_matches_cpu_on_geometry() {
     ];
     let mut cases = 0;
     let mut worst = 0.0f64;
-    for (si, sf) in SOURCES.into_iter().enumerate() {
+    for (si, &sf) in SOURCES.iter().enumerate() {
         // Odd sizes (4:2:x sources need a padded stride for an odd width) and padding.
         let (sw, sh) = (41 + 2 * (si as u32 % 3), 27 + (si as u32 % 2));
         let even = ImageLayout::new(sw + 1, sh, sf).unwrap();
@@ -345,6 +327,38 @@ fn tensors_are_uploaded_and_read_back_and_counted() {
     assert_eq!((s.frames, s.uploads, s.readbacks, s.imports), (4, 4, 4, 0));
     let gs = g.gl_stats().unwrap();
     assert_eq!((gs.draws, gs.live_images), (4, 0));
+}
+
+/// `Backend::Gl.source_formats()` is exactly what GL converts: every listed format is
+/// converted (the tests above), every other one is refused with `Error::Unsupported`
+/// and a message that names the way out, while the CPU converts it.
+#[test]
+fn gl_refuses_exactly_the_sources_it_does_not_list() {
+    let Some(mut g) = gl("gl_refuses_exactly_the_sources_it_does_not_list") else {
+        return;
+    };
+    let dst = ImageLayout::tight(8, 8, PixelFormat::Rgb, DType::U8).unwrap();
+    let mut refused = 0;
+    for &sf in PixelFormat::ALL.iter().filter(|f| !SOURCES.contains(f)) {
+        let src = ImageLayout::new(8, 8, sf).unwrap();
+        let mut rng = Rng::new(7);
+        let bufs = random_buffers(&src, &mut rng, 0);
+        let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+        let mut out = vec![0u8; dst.allocation_len(0)];
+        let o = ConvertOptions::default();
+        match g.convert_buffers(&slices, &src, &mut out, &dst, &o) {
+            Err(pinframe::Error::Unsupported(m)) => {
+                assert!(m.contains("GL source"), "{sf}: {m}");
+                refused += 1;
+            }
+            other => panic!("{sf}: GL should refuse it, got {other:?}"),
+        }
+        cpu()
+            .convert_buffers(&slices, &src, &mut out, &dst, &o)
+            .unwrap();
+    }
+    assert_eq!(refused, PixelFormat::ALL.len() - SOURCES.len());
+    assert!(refused > 0);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use super::options::{ConvertInfo, ConvertOptions};
 use super::plan::Plan;
 use crate::cpu::{CpuConverter, Threads};
-use crate::image::ImageLayout;
+use crate::image::{ImageLayout, PixelFormat};
 use crate::tensor::Tensor;
 use crate::{Element, Error, Result};
 
@@ -20,6 +20,38 @@ pub enum Backend {
     Gl,
 }
 
+/// Every destination format (the same on every backend).
+const DESTINATION_FORMATS: [PixelFormat; 7] = [
+    PixelFormat::Rgb,
+    PixelFormat::Bgr,
+    PixelFormat::Rgba,
+    PixelFormat::Bgra,
+    PixelFormat::Grey,
+    PixelFormat::PlanarRgb,
+    PixelFormat::PlanarBgr,
+];
+
+/// The sources the GL backend samples: every format but planar RGB/BGR, which are
+/// destination layouts (no camera delivers them); GL refuses them with
+/// `Error::Unsupported`, the CPU backend converts them.
+const GL_SOURCE_FORMATS: [PixelFormat; 15] = [
+    PixelFormat::Yuyv,
+    PixelFormat::Uyvy,
+    PixelFormat::Yvyu,
+    PixelFormat::Vyuy,
+    PixelFormat::Nv12,
+    PixelFormat::Nv21,
+    PixelFormat::Nv16,
+    PixelFormat::Nv61,
+    PixelFormat::I420,
+    PixelFormat::Yv12,
+    PixelFormat::Grey,
+    PixelFormat::Rgb,
+    PixelFormat::Bgr,
+    PixelFormat::Rgba,
+    PixelFormat::Bgra,
+];
+
 impl Backend {
     /// Lowercase name as the CLI spells it.
     pub const fn name(self) -> &'static str {
@@ -28,6 +60,28 @@ impl Backend {
             Backend::Cpu => "cpu",
             Backend::Gl => "gl",
         }
+    }
+
+    /// The source formats this backend converts. `Auto` converts what the CPU does (GL
+    /// hands it what it refuses).
+    ///
+    /// ```
+    /// use pinframe::{Backend, PixelFormat};
+    /// assert!(Backend::Gl.source_formats().contains(&PixelFormat::Nv12));
+    /// assert!(!Backend::Gl.source_formats().contains(&PixelFormat::PlanarRgb));
+    /// assert_eq!(Backend::Cpu.source_formats(), &PixelFormat::ALL);
+    /// ```
+    pub const fn source_formats(self) -> &'static [PixelFormat] {
+        match self {
+            Backend::Auto | Backend::Cpu => &PixelFormat::ALL,
+            Backend::Gl => &GL_SOURCE_FORMATS,
+        }
+    }
+
+    /// The destination formats this backend writes (every non-YUV format, on every
+    /// backend), each in `u8`, `i8`, `f16` or `f32` elements.
+    pub const fn destination_formats(self) -> &'static [PixelFormat] {
+        &DESTINATION_FORMATS
     }
 }
 

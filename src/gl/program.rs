@@ -46,7 +46,8 @@ impl SourceKind {
             FormatFamily::PackedRgb => SourceKind::Rgba4,
             FormatFamily::PlanarRgb => {
                 return Err(Error::Unsupported(format!(
-                    "{format} is not supported as a GL source (use an interleaved format)"
+                    "{format} is not a GL source format (`Backend::Gl.source_formats()` lists \
+                     them): convert it on the CPU backend, or capture an interleaved format"
                 )));
             }
         })

@@ -238,32 +238,8 @@ fn compare(
     worst
 }
 
-const SOURCES: [PixelFormat; 15] = [
-    PixelFormat::Yuyv,
-    PixelFormat::Uyvy,
-    PixelFormat::Yvyu,
-    PixelFormat::Vyuy,
-    PixelFormat::Nv12,
-    PixelFormat::Nv21,
-    PixelFormat::Nv16,
-    PixelFormat::Nv61,
-    PixelFormat::I420,
-    PixelFormat::Yv12,
-    PixelFormat::Grey,
-    PixelFormat::Rgb,
-    PixelFormat::Bgr,
-    PixelFormat::Rgba,
-    PixelFormat::Bgra,
-];
-const DESTS: [PixelFormat; 7] = [
-    PixelFormat::Rgb,
-    PixelFormat::Bgr,
-    PixelFormat::Rgba,
-    PixelFormat::Bgra,
-    PixelFormat::Grey,
-    PixelFormat::PlanarRgb,
-    PixelFormat::PlanarBgr,
-];
+const SOURCES: &[PixelFormat] = crate::Backend::Gl.source_formats();
+const DESTS: &[PixelFormat] = crate::Backend::Gl.destination_formats();
 const DTYPES: [DType; 4] = [DType::U8, DType::I8, DType::F16, DType::F32];
 
 fn random_source(rng: &mut Rng, l: &ImageLayout) -> Vec<Vec<u8>> {
@@ -307,10 +283,10 @@ fn every_format_pair_and_dtype_same_size() {
         ..Default::default()
     };
     let mut worst = [0.0f64; 4];
-    for sf in SOURCES {
+    for &sf in SOURCES {
         let sl = ImageLayout::new(w, h, sf).unwrap();
         let sb = random_source(&mut rng, &sl);
-        for df in DESTS {
+        for &df in DESTS {
             for (k, dt) in DTYPES.into_iter().enumerate() {
                 let dl = ImageLayout::tight(w, h, df, dt).unwrap();
                 let (plan, out) = run(&mut be, &opts, &sl, &sb, &dl);
@@ -342,7 +318,7 @@ fn geometry_rotations_flips_crops_letterbox_odd_sizes() {
     let flips = [Flip::None, Flip::Horizontal, Flip::Vertical];
     let mut case = 0usize;
     let mut worst = 0.0f64;
-    for sf in SOURCES {
+    for &sf in SOURCES {
         // Odd widths of 4:2:x sources need a padded stride (the layout checks it).
         let (sw, sh) = (45u32, 31u32);
         let base = ImageLayout::new(sw + (sw % 2), sh, sf).unwrap();

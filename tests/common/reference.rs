@@ -338,12 +338,4 @@ pub fn max_error(
 }
 
 /// Every destination format.
-pub const DST_FORMATS: [PixelFormat; 7] = [
-    PixelFormat::Rgb,
-    PixelFormat::Bgr,
-    PixelFormat::Rgba,
-    PixelFormat::Bgra,
-    PixelFormat::Grey,
-    PixelFormat::PlanarRgb,
-    PixelFormat::PlanarBgr,
-];
+pub const DST_FORMATS: &[PixelFormat] = pinframe::Backend::Cpu.destination_formats();
