@@ -3,7 +3,7 @@
 use super::options::{ConvertInfo, ConvertOptions};
 use super::plan::Plan;
 use crate::cpu::{CpuConverter, Threads};
-use crate::image::{ImageLayout, PixelFormat};
+use crate::image::{FormatFamily, ImageLayout, PixelFormat};
 use crate::tensor::Tensor;
 use crate::{Element, Error, Result};
 
@@ -33,24 +33,22 @@ const DESTINATION_FORMATS: [PixelFormat; 7] = [
 
 /// The sources the GL backend samples: every format but planar RGB/BGR, which are
 /// destination layouts (no camera delivers them); GL refuses them with
-/// `Error::Unsupported`, the CPU backend converts them.
-const GL_SOURCE_FORMATS: [PixelFormat; 15] = [
-    PixelFormat::Yuyv,
-    PixelFormat::Uyvy,
-    PixelFormat::Yvyu,
-    PixelFormat::Vyuy,
-    PixelFormat::Nv12,
-    PixelFormat::Nv21,
-    PixelFormat::Nv16,
-    PixelFormat::Nv61,
-    PixelFormat::I420,
-    PixelFormat::Yv12,
-    PixelFormat::Grey,
-    PixelFormat::Rgb,
-    PixelFormat::Bgr,
-    PixelFormat::Rgba,
-    PixelFormat::Bgra,
-];
+/// `Error::Unsupported`, the CPU backend converts them. Derived from `PixelFormat::ALL`
+/// at compile time, so a new format is listed without restating the others.
+const GL_SOURCE_FORMATS: [PixelFormat; 15] = {
+    let mut out = [PixelFormat::Grey; 15];
+    let (mut i, mut n) = (0, 0);
+    while i < PixelFormat::ALL.len() {
+        let f = PixelFormat::ALL[i];
+        if !matches!(f.family(), FormatFamily::PlanarRgb) {
+            out[n] = f;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == out.len(), "GL_SOURCE_FORMATS has the wrong length");
+    out
+};
 
 impl Backend {
     /// Lowercase name as the CLI spells it.
