@@ -85,22 +85,9 @@ fn parse_crop(s: &str) -> std::result::Result<Crop, String> {
 fn parse_triple(s: &str) -> std::result::Result<[f32; 3], String> {
     parse_list::<3, f32>(s, "R,G,B")
 }
-fn parse_format(s: &str) -> std::result::Result<PixelFormat, String> {
-    s.parse().map_err(|e: Error| e.to_string())
-}
-fn parse_dtype(s: &str) -> std::result::Result<DType, String> {
-    s.parse().map_err(|e: Error| e.to_string())
-}
-fn parse_backend(s: &str) -> std::result::Result<Backend, String> {
-    s.parse().map_err(|e: Error| e.to_string())
-}
-fn parse_matrix(s: &str) -> std::result::Result<Matrix, String> {
-    s.parse().map_err(|e: Error| e.to_string())
-}
-fn parse_range(s: &str) -> std::result::Result<Range, String> {
-    s.parse().map_err(|e: Error| e.to_string())
-}
-fn parse_flip(s: &str) -> std::result::Result<Flip, String> {
+/// Parses any of the library's option types through its `FromStr` (whose errors already
+/// say what is accepted).
+fn parse_named<T: std::str::FromStr<Err = Error>>(s: &str) -> std::result::Result<T, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
 fn parse_rotation(s: &str) -> std::result::Result<Rotation, String> {
@@ -117,7 +104,7 @@ fn parse_interp(s: &str) -> std::result::Result<Interpolation, String> {
 #[derive(Args)]
 struct ProcessArgs {
     /// Element type of the output.
-    #[arg(long, default_value = "u8", value_parser = parse_dtype)]
+    #[arg(long, default_value = "u8", value_parser = parse_named::<DType>)]
     dtype: DType,
     /// How the source is fitted into the output size.
     #[arg(long, default_value = "stretch", value_parser = ["stretch", "letterbox", "fill"])]
@@ -132,16 +119,16 @@ struct ProcessArgs {
     #[arg(long, value_name = "0|90|180|270", default_value = "0", value_parser = parse_rotation)]
     rotate: Rotation,
     /// Mirroring (before the rotation).
-    #[arg(long, default_value = "none", value_parser = parse_flip)]
+    #[arg(long, default_value = "none", value_parser = parse_named::<Flip>)]
     flip: Flip,
     /// Resampling filter.
     #[arg(long, default_value = "bilinear", value_parser = parse_interp)]
     interp: Interpolation,
     /// YUV matrix (default: from the frame size).
-    #[arg(long, value_parser = parse_matrix)]
+    #[arg(long, value_parser = parse_named::<Matrix>)]
     matrix: Option<Matrix>,
     /// YUV range (default: limited).
-    #[arg(long, value_parser = parse_range)]
+    #[arg(long, value_parser = parse_named::<Range>)]
     range: Option<Range>,
     /// Per-channel mean for float outputs.
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
@@ -150,7 +137,7 @@ struct ProcessArgs {
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
     std: Option<[f32; 3]>,
     /// Backend to run on.
-    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    #[arg(long, default_value = "auto", value_parser = parse_named::<Backend>)]
     backend: Backend,
 }
 
@@ -186,7 +173,7 @@ struct ConvertArgs {
     #[arg(long)]
     input: PathBuf,
     /// Pixel format of a raw input.
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long, value_parser = parse_named::<PixelFormat>)]
     input_format: Option<PixelFormat>,
     /// Size of a raw input.
     #[arg(long, value_name = "WxH", value_parser = parse_size)]
@@ -198,7 +185,7 @@ struct ConvertArgs {
     #[arg(long)]
     output: PathBuf,
     /// Pixel format of the output.
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long, value_parser = parse_named::<PixelFormat>)]
     output_format: PixelFormat,
     /// Size of the output (default: the cropped, rotated input size).
     #[arg(long, value_name = "WxH", value_parser = parse_size)]
@@ -210,13 +197,13 @@ struct ConvertArgs {
 #[derive(Args)]
 struct BenchArgs {
     /// Pixel format of the synthetic input frame.
-    #[arg(long, default_value = "yuyv", value_parser = parse_format)]
+    #[arg(long, default_value = "yuyv", value_parser = parse_named::<PixelFormat>)]
     input_format: PixelFormat,
     /// Size of the input frame.
     #[arg(long, value_name = "WxH", default_value = "1920x1080", value_parser = parse_size)]
     input_size: Size,
     /// Pixel format of the output.
-    #[arg(long, default_value = "rgb", value_parser = parse_format)]
+    #[arg(long, default_value = "rgb", value_parser = parse_named::<PixelFormat>)]
     output_format: PixelFormat,
     /// Size of the output.
     #[arg(long, value_name = "WxH", default_value = "640x640", value_parser = parse_size)]
@@ -615,7 +602,7 @@ struct CaptureArgs {
     #[arg(long, value_name = "WxH", value_parser = parse_size)]
     size: Option<Size>,
     /// Pixel format to ask for (default: the device's first format pinframe converts).
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long, value_parser = parse_named::<PixelFormat>)]
     format: Option<PixelFormat>,
     /// Frames to capture; the last one is written.
     #[arg(long, default_value_t = 1)]
@@ -627,7 +614,7 @@ struct CaptureArgs {
     #[arg(long, default_value = "auto")]
     buffer_mode: pinframe::camera::BufferMode,
     /// Backend for the PNG conversion.
-    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    #[arg(long, default_value = "cpu", value_parser = parse_named::<Backend>)]
     backend: Backend,
 }
 
