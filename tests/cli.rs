@@ -42,6 +42,32 @@ fn s(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `pinframe convert` of a raw input file, plus `extra` options.
+fn convert_raw(
+    input: &std::path::Path,
+    input_format: &str,
+    input_size: &str,
+    output: &std::path::Path,
+    output_format: &str,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "convert",
+        "--input",
+        s(input),
+        "--input-format",
+        input_format,
+        "--input-size",
+        input_size,
+        "--output",
+        s(output),
+        "--output-format",
+        output_format,
+    ];
+    args.extend_from_slice(extra);
+    pinframe(&args)
+}
+
 #[test]
 fn raw_yuyv_to_rgb_and_planar_f32() {
     let dir = scratch("raw");
@@ -49,46 +75,30 @@ fn raw_yuyv_to_rgb_and_planar_f32() {
     let input = dir.join("grey.yuyv");
     std::fs::write(&input, [128u8; 8 * 4 * 2]).unwrap();
     let rgb = dir.join("out.rgb");
-    ok(&pinframe(&[
-        "convert",
-        "--input",
-        s(&input),
-        "--input-format",
-        "yuyv",
-        "--input-size",
-        "8x4",
-        "--output",
-        s(&rgb),
-        "--output-format",
-        "rgb",
-    ]));
+    ok(&convert_raw(&input, "yuyv", "8x4", &rgb, "rgb", &[]));
     let bytes = std::fs::read(&rgb).unwrap();
     assert_eq!(bytes.len(), 8 * 4 * 3);
     assert!(bytes.iter().all(|&b| b == 130), "{bytes:?}");
 
     // rgb -> planar f32, resized and normalised.
     let planar = dir.join("out.f32");
-    ok(&pinframe(&[
-        "convert",
-        "--input",
-        s(&rgb),
-        "--input-format",
+    ok(&convert_raw(
+        &rgb,
         "rgb",
-        "--input-size",
         "8x4",
-        "--output",
-        s(&planar),
-        "--output-format",
+        &planar,
         "planar-rgb",
-        "--output-size",
-        "4x2",
-        "--dtype",
-        "f32",
-        "--mean",
-        "0.5,0.5,0.5",
-        "--std",
-        "0.5,0.5,0.5",
-    ]));
+        &[
+            "--output-size",
+            "4x2",
+            "--dtype",
+            "f32",
+            "--mean",
+            "0.5,0.5,0.5",
+            "--std",
+            "0.5,0.5,0.5",
+        ],
+    ));
     let bytes = std::fs::read(&planar).unwrap();
     assert_eq!(bytes.len(), 3 * 4 * 2 * 4);
     for v in bytes
@@ -106,23 +116,8 @@ fn padded_stride_input() {
     let input = dir.join("in.grey");
     std::fs::write(&input, [10, 20, 30, 99, 99, 99, 99, 99, 40, 50, 60]).unwrap();
     let out = dir.join("out.grey");
-    ok(&pinframe(&[
-        "convert",
-        "--input",
-        s(&input),
-        "--input-format",
-        "grey",
-        "--input-size",
-        "3x2",
-        "--input-stride",
-        "8",
-        "--output",
-        s(&out),
-        "--output-format",
-        "grey",
-        "--flip",
-        "h",
-    ]));
+    let extra = ["--input-stride", "8", "--flip", "h"];
+    ok(&convert_raw(&input, "grey", "3x2", &out, "grey", &extra));
     assert_eq!(std::fs::read(&out).unwrap(), [30, 20, 10, 60, 50, 40]);
 }
 
@@ -133,19 +128,7 @@ fn png_round_trip() {
     let input = dir.join("in.rgb");
     std::fs::write(&input, &raw).unwrap();
     let png = dir.join("out.png");
-    ok(&pinframe(&[
-        "convert",
-        "--input",
-        s(&input),
-        "--input-format",
-        "rgb",
-        "--input-size",
-        "6x5",
-        "--output",
-        s(&png),
-        "--output-format",
-        "bgr",
-    ]));
+    ok(&convert_raw(&input, "rgb", "6x5", &png, "bgr", &[]));
     // Decoding the PNG (BGR is written as RGB) and converting back gives the same bytes.
     let back = dir.join("back.rgb");
     ok(&pinframe(&[
@@ -221,107 +204,45 @@ fn bad_input_is_one_line_and_a_failure() {
     let dir = scratch("bad");
     let missing = dir.join("missing.yuyv");
     fails_with(
-        &pinframe(&[
-            "convert",
-            "--input",
-            s(&missing),
-            "--input-format",
-            "yuyv",
-            "--input-size",
-            "8x4",
-            "--output",
-            s(&dir.join("o.rgb")),
-            "--output-format",
-            "rgb",
-        ]),
+        &convert_raw(&missing, "yuyv", "8x4", &dir.join("o.rgb"), "rgb", &[]),
         "cannot read",
     );
     let short = dir.join("short.yuyv");
     std::fs::write(&short, [0u8; 10]).unwrap();
     fails_with(
-        &pinframe(&[
-            "convert",
-            "--input",
-            s(&short),
-            "--input-format",
-            "yuyv",
-            "--input-size",
-            "8x4",
-            "--output",
-            s(&dir.join("o.rgb")),
-            "--output-format",
-            "rgb",
-        ]),
+        &convert_raw(&short, "yuyv", "8x4", &dir.join("o.rgb"), "rgb", &[]),
         "needs 64",
     );
     fails_with(
-        &pinframe(&[
-            "convert",
-            "--input",
-            s(&short),
-            "--input-format",
-            "nv13",
-            "--input-size",
-            "8x4",
-            "--output",
-            s(&dir.join("o.rgb")),
-            "--output-format",
-            "rgb",
-        ]),
+        &convert_raw(&short, "nv13", "8x4", &dir.join("o.rgb"), "rgb", &[]),
         "nv13",
     );
     let ok_input = dir.join("ok.yuyv");
     std::fs::write(&ok_input, [0u8; 64]).unwrap();
     fails_with(
-        &pinframe(&[
-            "convert",
-            "--input",
-            s(&ok_input),
-            "--input-format",
-            "yuyv",
-            "--input-size",
-            "8x4",
-            "--output",
-            s(&dir.join("o.nv12")),
-            "--output-format",
-            "nv12",
-        ]),
+        &convert_raw(&ok_input, "yuyv", "8x4", &dir.join("o.nv12"), "nv12", &[]),
         "YUV",
     );
     fails_with(
-        &pinframe(&[
-            "convert",
-            "--input",
-            s(&ok_input),
-            "--input-format",
+        &convert_raw(
+            &ok_input,
             "yuyv",
-            "--input-size",
             "8x4",
-            "--output",
-            s(&dir.join("o.rgb")),
-            "--output-format",
+            &dir.join("o.rgb"),
             "rgb",
-            "--crop",
-            "4,0,8,4",
-        ]),
+            &["--crop", "4,0,8,4"],
+        ),
         "outside",
     );
     fails_with(
-        &pinframe(&[
-            "convert",
-            "--input",
-            s(&ok_input),
-            "--input-format",
+        &convert_raw(
+            &ok_input,
             "yuyv",
-            "--input-size",
             "8x4",
-            "--output",
-            s(&dir.join("o.png")),
-            "--output-format",
+            &dir.join("o.png"),
             "rgb",
-            "--dtype",
-            "f32",
-        ]),
+            &["--dtype", "f32"],
+        ),
         "--dtype u8",
     );
     fails_with(&pinframe(&["convert", "--input", s(&ok_input)]), "required");

@@ -591,6 +591,20 @@ pub(crate) struct Slot {
     pub _backing: Vec<Tensor<u8>>,
 }
 
+impl Slot {
+    /// A free slot (neither held nor queued) over `tensor`; `lengths` and `backing` as
+    /// the fields say (zeros and none outside DMABUF mode).
+    pub(crate) fn new(tensor: Tensor<u8>, lengths: [u32; 3], backing: Vec<Tensor<u8>>) -> Self {
+        Slot {
+            tensor: Arc::new(tensor),
+            held: false,
+            queued: false,
+            lengths,
+            _backing: backing,
+        }
+    }
+}
+
 impl Shared {
     pub(crate) fn new(queue: Option<v4l2::Queue>, slots: Vec<Slot>) -> Self {
         Shared {

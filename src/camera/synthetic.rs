@@ -145,13 +145,7 @@ impl Pattern {
                 .clone()
                 .with_colorimetry(Some(Colorimetry::BT601_LIMITED));
             tensor.set_layout(layout)?;
-            slots.push(Slot {
-                tensor: Arc::new(tensor),
-                held: false,
-                queued: false,
-                lengths: [0; 3],
-                _backing: Vec::new(),
-            });
+            slots.push(Slot::new(tensor, [0; 3], Vec::new()));
         }
         let layout = slots[0]
             .tensor

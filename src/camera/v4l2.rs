@@ -831,13 +831,7 @@ fn mmap_slots(
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
         let tensor = Tensor::<u8>::import_planes(&borrowed, format.layout.clone())?;
         // The tensor holds its own duplicates; `fds` close here.
-        slots.push(Slot {
-            tensor: Arc::new(tensor),
-            held: false,
-            queued: false,
-            lengths: [0; 3],
-            _backing: Vec::new(),
-        });
+        slots.push(Slot::new(tensor, [0; 3], Vec::new()));
     }
     Ok(slots)
 }
@@ -896,13 +890,7 @@ fn allocate_dmabuf(
         })
         .collect::<Result<_>>()?;
     let tensor = Tensor::<u8>::import_planes(&fds, format.layout.clone())?;
-    Ok(Slot {
-        tensor: Arc::new(tensor),
-        held: false,
-        queued: false,
-        lengths,
-        _backing: backing,
-    })
+    Ok(Slot::new(tensor, lengths, backing))
 }
 
 #[cfg(test)]
