@@ -135,17 +135,6 @@ const BARS_709: [[u8; 3]; 8] = [
     [28, 212, 120],
     [16, 128, 128],
 ];
-const BARS_RGB: [[u8; 3]; 8] = [
-    [191, 191, 191],
-    [191, 191, 0],
-    [0, 191, 191],
-    [0, 191, 0],
-    [191, 0, 191],
-    [191, 0, 0],
-    [0, 0, 191],
-    [0, 0, 0],
-];
-
 /// Writes 8 vertical bars, each 2 pixels wide, into a YUV image of any format.
 fn bars_image(layout: &ImageLayout, bars: &[[u8; 3]; 8]) -> Vec<Vec<u8>> {
     let mut bufs: Vec<Vec<u8>> = (0..layout.buffer_count())
@@ -217,7 +206,7 @@ fn colour_bars_601_and_709() {
                     .unwrap();
                 let got = read_back(&out, &dst, [0.0; 3], [1.0; 3]);
                 for (x, px) in got.iter().take(16).enumerate() {
-                    for (c, &want) in BARS_RGB[x / 2].iter().enumerate() {
+                    for (c, &want) in reference::BARS_75_RGB[x / 2].iter().enumerate() {
                         let want = f64::from(want);
                         assert!(
                             (px.0[c] - want).abs() <= 2.0,

@@ -15,6 +15,8 @@
 )]
 
 mod common;
+#[path = "common/reference.rs"]
+mod reference;
 
 use std::time::Duration;
 
@@ -292,22 +294,9 @@ fn luma_agrees_across_formats() {
     restore_vivid(&path);
 }
 
-/// vivid's default pattern is 75% colour bars: white, yellow, cyan, green, magenta, red,
-/// blue, black, left to right.
-const BARS_75: [[u8; 3]; 8] = [
-    [191, 191, 191],
-    [191, 191, 0],
-    [0, 191, 191],
-    [0, 191, 0],
-    [191, 0, 191],
-    [191, 0, 0],
-    [0, 0, 191],
-    [0, 0, 0],
-];
-
 fn assert_bars(rgb: &[u8], w: usize, h: usize, tolerance: i32, what: &str) {
     let y = h * 7 / 8;
-    for (k, want) in BARS_75.iter().enumerate() {
+    for (k, want) in reference::BARS_75_RGB.iter().enumerate() {
         let x = k * w / 8 + w / 16;
         let o = (y * w + x) * 3;
         let got = [rgb[o], rgb[o + 1], rgb[o + 2]];

@@ -8,6 +8,20 @@ use pinframe::{
     Interpolation, PixelFormat, Rotation,
 };
 
+/// 75% colour bars (vivid's default test pattern, and the Rec. 601/709 bar values the
+/// CPU tests convert), RGB, left to right: white, yellow, cyan, green, magenta, red,
+/// blue, black.
+pub const BARS_75_RGB: [[u8; 3]; 8] = [
+    [191, 191, 191],
+    [191, 191, 0],
+    [0, 191, 191],
+    [0, 191, 0],
+    [191, 0, 191],
+    [191, 0, 0],
+    [0, 0, 191],
+    [0, 0, 0],
+];
+
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 pub struct Rng(u64);
 
