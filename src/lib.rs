@@ -15,7 +15,7 @@ pub use convert::{
     Interpolation, Normalize, ProcessorStats, Rotation,
 };
 pub use dtype::{DType, Element};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
 pub use tensor::{
     Access, HostPin, MapGuard, MapGuardMut, Memory, Tensor, cpu_mapping_shared,

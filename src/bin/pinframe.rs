@@ -638,7 +638,7 @@ fn capture(args: &CaptureArgs) -> Result<()> {
     }
     let layout = frame
         .layout()
-        .ok_or_else(|| Error::Camera("frame without a layout".into()))?
+        .ok_or_else(|| Error::InvalidArgument("frame without a layout".into()))?
         .clone();
     let png = args
         .output

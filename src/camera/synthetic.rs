@@ -134,14 +134,14 @@ impl Pattern {
                 }
             }
             let mut tensor = tensor.ok_or_else(|| {
-                Error::Camera(format!(
+                Error::InvalidArgument(format!(
                     "synthetic camera: cannot allocate frame buffers: {}",
                     errors.join("; ")
                 ))
             })?;
             let layout = tensor
                 .layout()
-                .ok_or_else(|| Error::Camera("image tensor without a layout".into()))?
+                .ok_or_else(|| Error::InvalidArgument("image tensor without a layout".into()))?
                 .clone()
                 .with_colorimetry(Some(Colorimetry::BT601_LIMITED));
             tensor.set_layout(layout)?;
@@ -150,7 +150,7 @@ impl Pattern {
         let layout = slots[0]
             .tensor
             .layout()
-            .ok_or_else(|| Error::Camera("image tensor without a layout".into()))?
+            .ok_or_else(|| Error::InvalidArgument("image tensor without a layout".into()))?
             .clone();
         let mode = if used == Some(Memory::Dma) {
             BufferMode::Dmabuf
@@ -204,12 +204,12 @@ impl Pattern {
         let index = (0..n)
             .map(|i| (self.next_slot + i) % n)
             .find(|&i| !state.slots[i].held)
-            .ok_or_else(|| Error::Camera(format!("all {n} synthetic frame buffers are held")))?;
+            .ok_or_else(|| Error::AllBuffersHeld { buffers: n })?;
         let t = self.sequence;
         self.fill_rows(t);
         let slot = &mut state.slots[index];
         let tensor = Arc::get_mut(&mut slot.tensor).ok_or_else(|| {
-            Error::Camera("a free synthetic frame buffer is still referenced".into())
+            Error::InvalidArgument("a free synthetic frame buffer is still referenced".into())
         })?;
         self.draw(tensor, t)?;
         slot.held = true;
@@ -255,7 +255,7 @@ impl Pattern {
     fn draw(&self, tensor: &mut Tensor<u8>, t: u32) -> Result<()> {
         let layout = tensor
             .layout()
-            .ok_or_else(|| Error::Camera("frame tensor without a layout".into()))?
+            .ok_or_else(|| Error::InvalidArgument("frame tensor without a layout".into()))?
             .clone();
         let planes = layout.planes().to_vec();
         let mut map = tensor.map_mut()?;

@@ -161,7 +161,7 @@ impl ImageProcessor {
             let resolved = match backend {
                 Backend::Auto | Backend::Cpu => Backend::Cpu,
                 Backend::Gl => {
-                    return Err(Error::Gl(
+                    return Err(Error::Unsupported(
                         "the GL backend is not available in this build (feature `gl`); use \
                          Backend::Cpu or Backend::Auto"
                             .into(),

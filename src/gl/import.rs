@@ -148,7 +148,7 @@ pub(crate) fn import(
         // and then crashes the first draw (Mesa 22.3). Refuse those up front.
         let exporter = dma_buf_exporter(fd);
         if exporter.as_deref() != Some("drm") {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::ImportRefused(format!(
                 "kms_swrast cannot map a dma-buf exported by {}; only DRM (GBM/dumb) buffers are imported",
                 exporter.as_deref().unwrap_or("an unknown exporter")
             )));
@@ -229,7 +229,7 @@ pub(crate) fn import(
             .get_error()
             .map(|e| e.native())
             .unwrap_or(0);
-        return Err(Error::Gl(format!(
+        return Err(Error::ImportRefused(format!(
             "the driver refused to import the dma-buf as a {}x{} {} image (offset {}, pitch {}, modifier {:#x}): EGL error {code:#x}",
             spec.width,
             spec.height,

@@ -425,7 +425,7 @@ fn import_source(
         match cache.get(&key) {
             Lookup::Hit(i) => out.push(i.texture),
             Lookup::Refused => {
-                return Err(Error::Unsupported(format!(
+                return Err(Error::ImportRefused(format!(
                     "the driver refused this buffer before ({:?})",
                     spec
                 )));
@@ -487,7 +487,7 @@ fn import_target<T: Element>(
     let key = ImageKey::new(fd, spec)?;
     match cache.get(&key) {
         Lookup::Hit(i) => Ok(i.fbo.map(|f| (f, false))),
-        Lookup::Refused => Err(Error::Unsupported(
+        Lookup::Refused => Err(Error::ImportRefused(
             "the driver refused this destination before".into(),
         )),
         Lookup::Miss => {
