@@ -8,15 +8,17 @@ mod cpu;
 mod dtype;
 mod error;
 pub mod image;
+mod processor;
 pub mod tensor;
 
 pub use convert::{
-    Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
-    Interpolation, Normalize, ProcessorStats, Rotation,
+    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
+    Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
+pub use processor::{Backend, ImageProcessor, ProcessorStats};
 pub use tensor::{
     Access, HostPin, MapGuard, MapGuardMut, Memory, Tensor, cpu_mapping_shared,
     with_cpu_mappings_excluded,

@@ -257,8 +257,7 @@ fn multi_buffer_import_of_nv12_in_two_memfds() {
         },
     ];
     let layout = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
-    let t =
-        Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout.clone()).unwrap();
+    let t = Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout).unwrap();
     assert_eq!(t.buffer_count(), 2);
     assert_eq!(t.map().unwrap().buffer_bytes(1).len(), 128);
     assert!(

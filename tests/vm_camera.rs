@@ -236,7 +236,7 @@ fn luma_agrees_across_formats() {
     let luma_rows = |format: PixelFormat| -> Vec<u8> {
         let mut cam = Camera::open(&path, CameraConfig::new(w, h, format)).unwrap();
         let frame = cam.next_frame().unwrap();
-        let layout = frame.layout().unwrap().clone();
+        let layout = *frame.layout().unwrap();
         let map = frame.map().unwrap();
         let bytes = map.buffer_bytes(0);
         let p = layout.planes()[0];

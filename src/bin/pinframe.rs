@@ -636,10 +636,9 @@ fn capture(args: &CaptureArgs) -> Result<()> {
         drop(frame);
         frame = cam.next_frame()?;
     }
-    let layout = frame
+    let layout = *frame
         .layout()
-        .ok_or_else(|| Error::InvalidArgument("frame without a layout".into()))?
-        .clone();
+        .ok_or_else(|| Error::InvalidArgument("frame without a layout".into()))?;
     let png = args
         .output
         .extension()

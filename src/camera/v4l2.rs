@@ -525,7 +525,7 @@ fn apply_data_offsets(slot: &mut Slot, layout: &mut ImageLayout, io: &BufferIo) 
     let tensor = Arc::get_mut(&mut slot.tensor).ok_or_else(|| {
         Error::Device("a dequeued capture buffer is still referenced by a frame".into())
     })?;
-    tensor.set_layout(new.clone())?;
+    tensor.set_layout(new)?;
     *base = new;
     Ok(())
 }
@@ -830,7 +830,7 @@ fn mmap_slots(
             );
         }
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
-        let tensor = Tensor::<u8>::import_planes(&borrowed, format.layout.clone())?;
+        let tensor = Tensor::<u8>::import_planes(&borrowed, format.layout)?;
         // The tensor holds its own duplicates; `fds` close here.
         slots.push(Slot::new(tensor, [0; 3], Vec::new()));
     }
@@ -891,7 +891,7 @@ fn allocate_dmabuf(
                 .ok_or_else(|| Error::InvalidFd("DMA tensor without an fd".into()))
         })
         .collect::<Result<_>>()?;
-    let tensor = Tensor::<u8>::import_planes(&fds, format.layout.clone())?;
+    let tensor = Tensor::<u8>::import_planes(&fds, format.layout)?;
     Ok(Slot::new(tensor, lengths, backing))
 }
 

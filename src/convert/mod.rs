@@ -1,13 +1,11 @@
 //! Conversion requests and their plan: what [`ImageProcessor`](crate::ImageProcessor)
-//! executes on every backend.
+//! executes on every backend. A leaf: it knows images and options, no backend.
 
 mod options;
 pub mod plan;
-mod processor;
 
 pub use options::{
     ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
     Rotation,
 };
 pub use plan::{Plan, SourceChannels, Taps};
-pub use processor::{Backend, ImageProcessor, ProcessorStats};

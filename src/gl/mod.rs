@@ -183,9 +183,9 @@ impl GlBackend {
         src: &Tensor<u8>,
         dst: &mut Tensor<T>,
     ) -> Result<()> {
-        let src_layout = image_layout(src.layout(), "source")?.clone();
-        let dst_layout = image_layout(dst.layout(), "destination")?.clone();
-        check_plan(plan, &src_layout, &dst_layout)?;
+        let src_layout = *image_layout(src.layout(), "source")?;
+        let dst_layout = *image_layout(dst.layout(), "destination")?;
+        plan.check_layouts(&src_layout, &dst_layout)?;
         let shape = render::target_shape(&dst_layout)?;
         let specs = render::source_textures(&src_layout)?;
         self.prepare_draw(plan);
@@ -291,7 +291,7 @@ impl GlBackend {
         dst_layout: &ImageLayout,
         dst: &mut [&mut [u8]],
     ) -> Result<()> {
-        check_plan(plan, src_layout, dst_layout)?;
+        plan.check_layouts(src_layout, dst_layout)?;
         let shape = render::target_shape(dst_layout)?;
         render::source_textures(src_layout)?;
         self.prepare_draw(plan);
@@ -342,30 +342,6 @@ fn image_layout<'a>(l: Option<&'a ImageLayout>, what: &str) -> Result<&'a ImageL
             "the {what} tensor has no image layout (create it with Tensor::image or with_layout)"
         ))
     })
-}
-
-fn check_plan(plan: &Plan, src: &ImageLayout, dst: &ImageLayout) -> Result<()> {
-    if (plan.src_width, plan.src_height, plan.src_format)
-        != (src.width(), src.height(), src.format())
-        || (
-            plan.dst_width,
-            plan.dst_height,
-            plan.dst_format,
-            plan.dst_dtype,
-        ) != (dst.width(), dst.height(), dst.format(), dst.dtype())
-    {
-        return Err(Error::InvalidArgument(format!(
-            "the plan was made for {}x{} {} -> {}x{} {}/{}, not {src:?} -> {dst:?}",
-            plan.src_width,
-            plan.src_height,
-            plan.src_format,
-            plan.dst_width,
-            plan.dst_height,
-            plan.dst_format,
-            plan.dst_dtype
-        )));
-    }
-    Ok(())
 }
 
 /// Destination bytes by buffer index.

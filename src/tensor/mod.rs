@@ -286,7 +286,7 @@ impl<T: Element> Tensor<T> {
                     Err(e) => {
                         log::debug!("image tensor: no DMA memory ({e}); using shm or heap");
                         let tight = tight()?;
-                        Self::with_layout(tight.clone(), Some(Memory::Shm))
+                        Self::with_layout(tight, Some(Memory::Shm))
                             .or_else(|_| Self::with_layout(tight, Some(Memory::Heap)))
                     }
                 }
