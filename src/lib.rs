@@ -27,7 +27,6 @@ pub use tensor::{
 #[cfg(feature = "gl")]
 mod gl;
 #[cfg(feature = "gl")]
-pub use gl::{
-    EglPlatform, GlConfig, GlImageCounters, GlInfo, GlStats, PLATFORM_ENV as EGL_PLATFORM_ENV,
-    gl_image_counters,
-};
+pub use gl::{EglPlatform, GlConfig, GlInfo, GlStats, PLATFORM_ENV as EGL_PLATFORM_ENV};
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -382,7 +382,7 @@ fn thousand_frames_steady_state() {
         let frame = cam.next_frame().unwrap();
         gl.convert(&frame, &mut dst).unwrap();
     }
-    let created = pinframe::gl_image_counters().created;
+    let created = pinframe::testing::gl_image_counters().created;
     let imports = gl.stats().imports;
     let fds = open_fds();
     let start = std::time::Instant::now();
@@ -394,7 +394,7 @@ fn thousand_frames_steady_state() {
     }
     let took = start.elapsed();
     assert_eq!(
-        pinframe::gl_image_counters().created,
+        pinframe::testing::gl_image_counters().created,
         created,
         "no new EGL images"
     );

@@ -14,9 +14,10 @@ use std::sync::Mutex;
 
 use common::skip_unless_vm;
 use pinframe::tensor::DmaRoute;
+use pinframe::testing::gl_image_counters;
 use pinframe::{
     Backend, ConvertOptions, Element, Fit, ImageLayout, ImageProcessor, Memory, Normalize,
-    PixelFormat, Tensor, gl_image_counters,
+    PixelFormat, Tensor,
 };
 use reference::{Readback, Rng};
 

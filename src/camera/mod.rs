@@ -43,6 +43,7 @@ pub use v4l2::{DeviceFormat, list_formats};
 
 /// How capture buffers are allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum BufferMode {
     /// [`Dmabuf`](BufferMode::Dmabuf) when pinframe can allocate DMA memory here, else
     /// [`Mmap`](BufferMode::Mmap) (the fallback is logged and visible in
@@ -209,6 +210,7 @@ impl CameraConfig {
 
 /// What a camera delivers, as the driver (or the synthetic camera) chose it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CaptureFormat {
     /// The pixel format.
     pub format: PixelFormat,
@@ -292,6 +294,7 @@ enum Inner {
 
 /// Counters of what a camera delivered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CameraStats {
     /// Frames handed out.
     pub frames: u64,

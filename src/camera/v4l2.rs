@@ -15,6 +15,7 @@ use crate::{DType, Error, Result};
 
 /// One format a V4L2 device offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceFormat {
     /// The V4L2 fourcc.
     pub fourcc: u32,

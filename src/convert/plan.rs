@@ -46,6 +46,7 @@ pub const RGB_TO_GREY: [f64; 3] = [0.299, 0.587, 0.114];
 
 /// What the interpolated source channels `s[0..3]` hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SourceChannels {
     /// Y, U (Cb), V (Cr), each 0..=255.
     Yuv,

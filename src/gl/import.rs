@@ -36,6 +36,7 @@ static DESTROYED_EXCLUDED: AtomicU64 = AtomicU64::new(0);
 
 /// Process-wide counts of the EGL images pinframe created and destroyed (a test hook
 /// for DESIGN.md invariants 1 and 5).
+#[cfg(feature = "testing")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GlImageCounters {
     /// `eglCreateImage` calls that returned an image.
@@ -47,6 +48,7 @@ pub struct GlImageCounters {
     pub destroyed_inside_guard: u64,
 }
 
+#[cfg(feature = "testing")]
 impl GlImageCounters {
     /// Images alive now.
     pub fn live(&self) -> u64 {
@@ -55,7 +57,7 @@ impl GlImageCounters {
 }
 
 /// The process-wide EGL image counters.
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub fn gl_image_counters() -> GlImageCounters {
     GlImageCounters {
         created: CREATED.load(Ordering::SeqCst),

@@ -26,12 +26,11 @@
 
 mod cache;
 mod egl;
-mod import;
+pub(crate) mod import;
 mod program;
 mod render;
 
 pub use egl::{EglPlatform, GlInfo, PLATFORM_ENV};
-pub use import::{GlImageCounters, gl_image_counters};
 
 use std::os::fd::BorrowedFd;
 
@@ -49,6 +48,7 @@ use render::{Draw, Renderer, TargetShape};
 
 /// Counters of the GL backend's work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GlStats {
     /// Conversions drawn.
     pub draws: u64,

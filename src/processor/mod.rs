@@ -12,6 +12,7 @@ use crate::{Element, Error, Result};
 
 /// Which backend an [`ImageProcessor`] runs conversions on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Backend {
     /// The best available: GL when it is usable, else the CPU (a fallback that is
     /// counted in [`ProcessorStats::cpu_fallbacks`]).
@@ -109,6 +110,7 @@ impl std::fmt::Display for Backend {
 /// Counters of what an [`ImageProcessor`] did. The CPU backend counts `frames`; the GL
 /// backend also fills in imports, cache hits, uploads, readbacks and CPU fallbacks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProcessorStats {
     /// Source or destination buffers imported into the GPU (new EGL images).
     pub imports: u64,
