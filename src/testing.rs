@@ -9,6 +9,8 @@ pub use crate::tensor::sync::SyncCounts;
 
 pub use crate::tensor::pin::live_cpu_mappings;
 
+pub use crate::tensor::guard::{cpu_mapping_guard_id, cpu_mapping_guard_waiters};
+
 /// Sync ioctls issued on `tensor`'s buffer 0 so far, by phase and direction.
 pub fn dma_sync_counts<T: Element>(tensor: &Tensor<T>) -> SyncCounts {
     tensor.dma_sync_counts()

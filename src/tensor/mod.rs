@@ -1,6 +1,7 @@
 //! Tensors over heap, memfd or DMA-BUF memory, with map guards, host pins and cache sync.
 
 mod dma;
+pub mod guard;
 mod heap;
 pub(crate) mod pin;
 mod shm;
@@ -16,6 +17,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, primary_nodes, render_nodes};
+pub use guard::{CpuMappingGuard, cpu_mapping_guard};
 pub use heap::HEAP_ALIGNMENT;
 #[cfg(feature = "gl")]
 pub(crate) use pin::cpu_mappings_excluded_now;

@@ -1,43 +1,73 @@
-//! CPU mappings: the process-wide mapping guard, [`MmapOwner`] (a mapping unmapped exactly
-//! once) and [`HostPin`] (a stable host address that keeps its buffer alive).
+//! CPU mappings: the CPU-mapping guard's Rust face (the guard itself is in `guard.rs`),
+//! [`MmapOwner`] (a mapping unmapped exactly once) and [`HostPin`] (a stable host address
+//! that keeps its buffer alive).
 
+use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+use super::guard;
 use super::storage::BufferStorage;
 use crate::{DType, Error, Result};
-
-/// The process-wide CPU-mapping guard. Every `mmap`/`munmap` pinframe makes, and the start
-/// of every CPU map guard, holds its shared side; [`with_cpu_mappings_excluded`] holds the
-/// exclusive side. Some drivers (Adreno's) unmap an imported range a second time inside
-/// `eglDestroyImage`; if another thread mapped something at that address in between, the
-/// second unmap would tear it down. Excluding CPU mappings around such calls closes the race.
-static CPU_MAPPINGS: RwLock<()> = RwLock::new(());
 
 /// Live CPU mappings made by pinframe (a leak detector for tests and `pinframe info`).
 static LIVE_MAPPINGS: AtomicUsize = AtomicUsize::new(0);
 
-/// The shared side of the CPU-mapping guard, held while a CPU mapping is created or removed.
-pub struct CpuMappingShared(#[allow(dead_code)] RwLockReadGuard<'static, ()>);
+/// A hold on the shared side of the process-wide CPU-mapping guard, released on drop.
+/// While any thread holds the shared side, no thread is inside
+/// [`with_cpu_mappings_excluded`].
+///
+/// Taken on a thread that is itself inside `with_cpu_mappings_excluded`, the hold is
+/// granted at once (the exclusive side already keeps every other thread out) and turns
+/// into an ordinary shared hold when the section ends.
+pub struct CpuMappingShared {
+    /// Not `Send`: the hold belongs to the thread that took it (the guard keeps a
+    /// per-thread record).
+    _thread: PhantomData<*const ()>,
+}
 
 /// Takes the shared side of the process-wide CPU-mapping guard. Hold it around any `mmap` or
 /// `munmap` of a buffer a GPU driver may also map, if you make such calls yourself.
-/// A poisoned lock (a panic while it was held) is recovered: the guard protects no data.
+///
+/// It never waits for the calling thread itself: holds nest, and inside the thread's own
+/// [`with_cpu_mappings_excluded`] section it returns at once (see [`CpuMappingShared`]).
 pub fn cpu_mapping_shared() -> CpuMappingShared {
-    CpuMappingShared(CPU_MAPPINGS.read().unwrap_or_else(|e| e.into_inner()))
+    guard::shared_acquire();
+    CpuMappingShared {
+        _thread: PhantomData,
+    }
+}
+
+impl Drop for CpuMappingShared {
+    fn drop(&mut self) {
+        guard::shared_release();
+    }
+}
+
+impl fmt::Debug for CpuMappingShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CpuMappingShared")
+    }
 }
 
 /// Runs `f` while no thread creates or removes a CPU mapping through pinframe (the exclusive
 /// side of the CPU-mapping guard). The GL backend runs every `eglDestroyImage` inside it.
 ///
-/// `f` must not create tensors, map them or pin them itself: that would wait for the guard
-/// it is holding.
+/// With the `shared-guard` feature the guard is the one in `libpinframe.so.0`, shared by
+/// every copy of pinframe in the process built with the feature.
+///
+/// Inside `f`, on this thread: existing mappings can be used (mapping an already mapped
+/// tensor, syncing, reading a pin); a *new* mapping (the first `map()` or `pin_host()` of
+/// a buffer) returns [`Error::InvalidArgument`] instead of waiting for this very section;
+/// a tensor or pin dropped inside `f` is unmapped when the section ends. Sections nest, and
+/// a section opened while this thread holds a [`CpuMappingShared`] sets that hold aside
+/// until it ends. A panic in `f` ends the section and propagates.
 pub fn with_cpu_mappings_excluded<R>(f: impl FnOnce() -> R) -> R {
-    let _exclusive = CPU_MAPPINGS.write().unwrap_or_else(|e| e.into_inner());
+    let _section = guard::exclusive_section();
     f()
 }
 
@@ -45,10 +75,12 @@ pub fn with_cpu_mappings_excluded<R>(f: impl FnOnce() -> R) -> R {
 /// backend's test hook checks it around every `eglDestroyImage`).
 #[cfg_attr(not(feature = "gl"), allow(dead_code))]
 pub(crate) fn cpu_mappings_excluded_now() -> bool {
-    matches!(
-        CPU_MAPPINGS.try_read(),
-        Err(std::sync::TryLockError::WouldBlock)
-    )
+    guard::excluded_now()
+}
+
+/// Counts an unmap that the guard ran at the end of an exclusive section.
+unsafe extern "C" fn deferred_unmap_done(_ctx: *mut c_void) {
+    LIVE_MAPPINGS.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// The number of CPU mappings pinframe currently holds (each [`MmapOwner`] counts once).
@@ -75,7 +107,10 @@ impl MmapOwner {
     /// Maps `len` bytes of `fd` from offset 0, shared, read-write when the fd allows it and
     /// read-only otherwise.
     /// `_shared` proves the caller holds the shared side of the CPU-mapping guard.
+    /// Inside the calling thread's own exclusive section it refuses (see
+    /// [`with_cpu_mappings_excluded`]).
     pub(crate) fn map(fd: BorrowedFd<'_>, len: usize, _shared: &CpuMappingShared) -> Result<Self> {
+        guard::check_may_map()?;
         if len == 0 {
             return Err(Error::InvalidArgument("cannot map an empty buffer".into()));
         }
@@ -136,6 +171,19 @@ impl MmapOwner {
 
 impl Drop for MmapOwner {
     fn drop(&mut self) {
+        // SAFETY: the mapping is this owner's, and once deferred it is never touched again
+        // (the owner is being dropped); the guard unmaps it when the section ends.
+        let deferred = unsafe {
+            guard::defer_unmap(
+                self.ptr.as_ptr().cast(),
+                self.len,
+                deferred_unmap_done,
+                std::ptr::null_mut(),
+            )
+        };
+        if deferred {
+            return;
+        }
         let _shared = cpu_mapping_shared();
         // SAFETY: ptr/len are exactly what mmap returned; this owner is the only one that
         // unmaps it and Drop runs once. Every borrower (tensor guards, pins) holds an Arc
