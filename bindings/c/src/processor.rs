@@ -1,0 +1,477 @@
+//! The image processor: conversions with options that mirror `ConvertOptions`.
+
+use std::sync::Mutex;
+
+use pinframe::{
+    Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip,
+    ImageProcessor, Interpolation, Normalize, Rotation,
+};
+
+use crate::status::{
+    Failure, Outcome, call, pinframe_status, prepare_out, read_sized, write_out, write_sized,
+};
+use crate::tensor::{AnyTensor, Slot, any_tensor, pinframe_tensor, tensor_arg};
+use crate::types::*;
+
+/// Which backend a processor runs on: one of the `PINFRAME_BACKEND_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_backend = u32;
+/// GL on a hardware GPU, else the CPU (a fallback counted in the stats).
+pub const PINFRAME_BACKEND_AUTO: pinframe_backend = 0;
+/// The fused CPU kernels.
+pub const PINFRAME_BACKEND_CPU: pinframe_backend = 1;
+/// OpenGL ES through EGL; creating the processor fails when GL cannot start.
+pub const PINFRAME_BACKEND_GL: pinframe_backend = 2;
+
+/// Mirroring: one of the `PINFRAME_FLIP_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_flip = u32;
+/// No mirroring.
+pub const PINFRAME_FLIP_NONE: pinframe_flip = 0;
+/// Mirror left-right.
+pub const PINFRAME_FLIP_HORIZONTAL: pinframe_flip = 1;
+/// Mirror top-bottom.
+pub const PINFRAME_FLIP_VERTICAL: pinframe_flip = 2;
+
+/// How the source is fitted into the destination: one of the `PINFRAME_FIT_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_fit = u32;
+/// Scale each axis independently to cover the destination exactly.
+pub const PINFRAME_FIT_STRETCH: pinframe_fit = 0;
+/// Scale uniformly to fit, centre, and fill the rest with `pad`.
+pub const PINFRAME_FIT_LETTERBOX: pinframe_fit = 1;
+/// Scale uniformly to cover, centre, and crop what overflows.
+pub const PINFRAME_FIT_FILL: pinframe_fit = 2;
+
+/// The resampling filter: one of the `PINFRAME_INTERPOLATION_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_interpolation = u32;
+/// Bilinear, pixel centres at +0.5, edges clamped.
+pub const PINFRAME_INTERPOLATION_BILINEAR: pinframe_interpolation = 0;
+/// Nearest neighbour.
+pub const PINFRAME_INTERPOLATION_NEAREST: pinframe_interpolation = 1;
+
+/// A rectangle in source pixels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct pinframe_rect {
+    /// Left edge.
+    pub x: u32,
+    /// Top edge.
+    pub y: u32,
+    /// Width (at least 1).
+    pub width: u32,
+    /// Height (at least 1).
+    pub height: u32,
+}
+
+/// Everything a conversion can be asked to do (pinframe's `ConvertOptions`). Set
+/// `struct_size = sizeof(pinframe_convert_options)`, then `pinframe_convert_options_init`
+/// for the defaults: the whole source, stretched, bilinear, colorimetry automatic, floats
+/// scaled to 0..1.
+///
+/// Geometry order: crop, flip, rotation (clockwise), fit. The struct grows only at its
+/// end (new options, such as quantisation, arrive as new fields): a program compiled
+/// against an older header passes a smaller `struct_size` and gets the defaults of the
+/// fields it does not know; one compiled against a newer header that sets fields this
+/// library does not know gets `PINFRAME_ERROR_UNSUPPORTED`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pinframe_convert_options {
+    /// `sizeof(pinframe_convert_options)`, set by the caller.
+    pub struct_size: usize,
+    /// 1: convert only `crop` of the source; 0: all of it.
+    pub has_crop: u32,
+    /// The part of the source to convert, when `has_crop` is 1.
+    pub crop: pinframe_rect,
+    /// A `PINFRAME_FLIP_*` value.
+    pub flip: pinframe_flip,
+    /// Clockwise rotation in degrees: 0, 90, 180 or 270.
+    pub rotation: u32,
+    /// A `PINFRAME_FIT_*` value.
+    pub fit: pinframe_fit,
+    /// Letterbox padding colour R, G, B.
+    pub pad: [u8; 3],
+    /// A `PINFRAME_INTERPOLATION_*` value.
+    pub interpolation: pinframe_interpolation,
+    /// YUV→RGB matrix: `PINFRAME_MATRIX_AUTO` (with `range` AUTO too) uses the source's
+    /// colorimetry, else BT.601 limited below 720 lines and BT.709 limited from 720. Set
+    /// one or both to fix them; a half left AUTO comes from that same rule.
+    pub matrix: pinframe_matrix,
+    /// YUV range (see `matrix`).
+    pub range: pinframe_range,
+    /// Float outputs: `(v / 255 - mean[c]) / std[c]`, channels in R, G, B order.
+    pub mean: [f32; 3],
+    /// See `mean`; every entry finite and non-zero.
+    pub std: [f32; 3],
+}
+
+impl pinframe_convert_options {
+    fn defaults() -> Self {
+        let d = ConvertOptions::default();
+        pinframe_convert_options {
+            struct_size: size_of::<Self>(),
+            has_crop: 0,
+            crop: pinframe_rect::default(),
+            flip: PINFRAME_FLIP_NONE,
+            rotation: 0,
+            fit: PINFRAME_FIT_STRETCH,
+            pad: [0; 3],
+            interpolation: PINFRAME_INTERPOLATION_BILINEAR,
+            matrix: PINFRAME_MATRIX_AUTO,
+            range: PINFRAME_RANGE_AUTO,
+            mean: d.normalize.mean,
+            std: d.normalize.std,
+        }
+    }
+
+    /// The options for a source whose layout says `known` and that has `height` lines.
+    // `..default()` keeps compiling, with defaults, when pinframe's struct gains fields.
+    #[allow(clippy::needless_update)]
+    fn to_options(self, known: Option<Colorimetry>, height: u32) -> Outcome<ConvertOptions> {
+        let crop = match self.has_crop {
+            0 => None,
+            1 => Some(Crop::new(
+                self.crop.x,
+                self.crop.y,
+                self.crop.width,
+                self.crop.height,
+            )),
+            n => {
+                return Err(Failure::invalid(format!(
+                    "has_crop must be 0 or 1, not {n}"
+                )));
+            }
+        };
+        let flip = match self.flip {
+            PINFRAME_FLIP_NONE => Flip::None,
+            PINFRAME_FLIP_HORIZONTAL => Flip::Horizontal,
+            PINFRAME_FLIP_VERTICAL => Flip::Vertical,
+            n => return Err(Failure::invalid(format!("unknown flip {n}"))),
+        };
+        let fit = match self.fit {
+            PINFRAME_FIT_STRETCH => Fit::Stretch,
+            PINFRAME_FIT_LETTERBOX => Fit::Letterbox { pad: self.pad },
+            PINFRAME_FIT_FILL => Fit::Fill,
+            n => return Err(Failure::invalid(format!("unknown fit {n}"))),
+        };
+        let interpolation = match self.interpolation {
+            PINFRAME_INTERPOLATION_BILINEAR => Interpolation::Bilinear,
+            PINFRAME_INTERPOLATION_NEAREST => Interpolation::Nearest,
+            n => return Err(Failure::invalid(format!("unknown interpolation {n}"))),
+        };
+        let fallback = known.unwrap_or(Colorimetry::default_for_height(height));
+        let colorimetry = ColorimetryChoice::from_parts(
+            matrix_from(self.matrix)?,
+            range_from(self.range)?,
+            fallback,
+        );
+        Ok(ConvertOptions {
+            crop,
+            flip,
+            rotation: Rotation::from_degrees(self.rotation)?,
+            fit,
+            interpolation,
+            colorimetry,
+            normalize: Normalize {
+                mean: self.mean,
+                std: self.std,
+            },
+            // Options this struct does not carry yet keep their defaults.
+            ..ConvertOptions::default()
+        })
+    }
+}
+
+/// What a conversion did, so results (detection boxes) can be mapped back to source
+/// pixels (pinframe's `ConvertInfo`). Set `struct_size = sizeof(pinframe_convert_info)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pinframe_convert_info {
+    /// `sizeof(pinframe_convert_info)`, set by the caller.
+    pub struct_size: usize,
+    /// Destination pixels per oriented source pixel, x and y.
+    pub scale: [f64; 2],
+    /// Where the oriented source's top-left corner landed in the destination, x and y.
+    pub offset: [i64; 2],
+    /// The destination rectangle covered by source content: x, y, width, height.
+    pub content: [u32; 4],
+    /// The YUV matrix used (`PINFRAME_MATRIX_AUTO` for a source that is not YUV).
+    pub matrix: pinframe_matrix,
+    /// The YUV range used (`PINFRAME_RANGE_AUTO` for a source that is not YUV).
+    pub range: pinframe_range,
+    /// Affine map from destination to source coordinates:
+    /// `src = dst_to_src * (x, y, 1)`.
+    pub dst_to_src: [[f64; 3]; 2],
+}
+
+impl pinframe_convert_info {
+    fn from_info(i: &ConvertInfo) -> Self {
+        let (matrix, range) = colorimetry_codes(i.colorimetry);
+        pinframe_convert_info {
+            struct_size: size_of::<Self>(),
+            scale: i.scale,
+            offset: i.offset,
+            content: i.content,
+            matrix,
+            range,
+            dst_to_src: i.dst_to_src,
+        }
+    }
+}
+
+/// What a processor did so far (pinframe's `ProcessorStats`). Set
+/// `struct_size = sizeof(pinframe_processor_stats)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pinframe_processor_stats {
+    /// `sizeof(pinframe_processor_stats)`, set by the caller.
+    pub struct_size: usize,
+    /// Buffers imported into the GPU (new EGL images).
+    pub imports: u64,
+    /// Conversions that reused an imported buffer.
+    pub cache_hits: u64,
+    /// Source images copied to the GPU.
+    pub uploads: u64,
+    /// Destination images copied back from the GPU.
+    pub readbacks: u64,
+    /// Conversions that ran on the CPU although GL was chosen.
+    pub cpu_fallbacks: u64,
+    /// Conversions completed.
+    pub frames: u64,
+}
+
+/// Converts images (pinframe's `ImageProcessor`). Opaque; made by
+/// `pinframe_processor_create`, freed by `pinframe_processor_free`. May be used from any
+/// thread; calls on one processor are serialised.
+pub struct pinframe_processor {
+    magic: u64,
+    inner: Mutex<ImageProcessor>,
+}
+
+const PROCESSOR_MAGIC: u64 = u64::from_be_bytes(*b"pfProcsr");
+
+unsafe fn processor_arg<'a>(
+    p: *const pinframe_processor,
+    name: &str,
+) -> Outcome<&'a pinframe_processor> {
+    if p.is_null() {
+        return Err(Failure::null(name));
+    }
+    // SAFETY: the caller's contract (a live processor handle).
+    let proc = unsafe { &*p };
+    if proc.magic != PROCESSOR_MAGIC {
+        return Err(Failure::invalid(format!(
+            "`{name}` is not a live pinframe_processor handle"
+        )));
+    }
+    Ok(proc)
+}
+
+/// Fills `*options` with the defaults (see `pinframe_convert_options`).
+///
+/// Ownership: writes `*options` (whose `struct_size` the caller set).
+///
+/// # Safety
+/// `options` points to a `pinframe_convert_options` with its `struct_size` set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_convert_options_init(
+    options: *mut pinframe_convert_options,
+) -> pinframe_status {
+    // SAFETY: the caller's contract.
+    call(|| unsafe { write_sized(options, "options", pinframe_convert_options::defaults()) })
+}
+
+/// Makes a processor on `backend`. `PINFRAME_BACKEND_GL` fails (`PINFRAME_ERROR_DEVICE`
+/// or `_UNSUPPORTED`) when GL cannot start, rather than falling back; `_AUTO` picks GL on
+/// a hardware GPU and the CPU otherwise (`PINFRAME_BACKEND` in the environment overrides
+/// AUTO).
+///
+/// Ownership: on success `*out` is a new processor the caller frees with
+/// `pinframe_processor_free`; on failure `*out` is NULL.
+///
+/// # Safety
+/// `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_processor_create(
+    backend: pinframe_backend,
+    out: *mut *mut pinframe_processor,
+) -> pinframe_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        unsafe { prepare_out(out, "out")? };
+        let backend = match backend {
+            PINFRAME_BACKEND_AUTO => Backend::Auto,
+            PINFRAME_BACKEND_CPU => Backend::Cpu,
+            PINFRAME_BACKEND_GL => Backend::Gl,
+            n => {
+                return Err(Failure::invalid(format!(
+                    "unknown backend {n}; use a PINFRAME_BACKEND_* value"
+                )));
+            }
+        };
+        let p = ImageProcessor::with_backend(backend)?;
+        // SAFETY: checked above.
+        unsafe {
+            *out = Box::into_raw(Box::new(pinframe_processor {
+                magic: PROCESSOR_MAGIC,
+                inner: Mutex::new(p),
+            }))
+        };
+        Ok(())
+    })
+}
+
+/// The backend conversions run on (never AUTO), in `*backend`.
+///
+/// Ownership: borrows `processor`.
+///
+/// # Safety
+/// `processor` is a live handle; `backend` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_processor_get_backend(
+    processor: *const pinframe_processor,
+    backend: *mut pinframe_backend,
+) -> pinframe_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { processor_arg(processor, "processor")? };
+        let b = match p.inner.lock().unwrap_or_else(|e| e.into_inner()).backend() {
+            Backend::Gl => PINFRAME_BACKEND_GL,
+            _ => PINFRAME_BACKEND_CPU,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { write_out(backend, "backend", b) }
+    })
+}
+
+/// Converts the image `src` (a `PINFRAME_DTYPE_U8` image tensor, e.g. a frame's) into the
+/// image tensor `dst` (u8, i8, f16 or f32 elements) as `options` asks (NULL = defaults),
+/// and reports what it did in `*info` (NULL = not wanted). An unsupported format pair or
+/// dtype is `PINFRAME_ERROR_UNSUPPORTED`; `dst` is not written then.
+///
+/// `dst` must not be mapped, and `src` not mapped for writing; they must be two tensors.
+///
+/// Ownership: borrows everything; writes `dst`'s data and `*info`.
+///
+/// # Safety
+/// `processor`, `src` and `dst` are live handles; `options` is NULL or a
+/// `pinframe_convert_options` with its `struct_size` set; `info` is NULL or a
+/// `pinframe_convert_info` with its `struct_size` set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_processor_convert(
+    processor: *mut pinframe_processor,
+    src: *const pinframe_tensor,
+    dst: *mut pinframe_tensor,
+    options: *const pinframe_convert_options,
+    info: *mut pinframe_convert_info,
+) -> pinframe_status {
+    call(|| {
+        // SAFETY: the caller's contract, for each handle.
+        let p = unsafe { processor_arg(processor, "processor")? };
+        // SAFETY: as above.
+        let s = unsafe { tensor_arg(src, "src")? };
+        // SAFETY: as above.
+        let d = unsafe { tensor_arg(dst, "dst")? };
+        let opts = if options.is_null() {
+            pinframe_convert_options::defaults()
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { read_sized(options, "options", pinframe_convert_options::defaults())? }
+        };
+        if std::ptr::eq(s, d) {
+            return Err(Failure::invalid(
+                "src and dst are the same tensor; convert into another one",
+            ));
+        }
+        if d.is_frame() {
+            return Err(Failure::invalid(
+                "a frame's tensor cannot be a destination (it is the camera's buffer)",
+            ));
+        }
+        // Lock the two tensors in address order, so that two threads converting A→B and
+        // B→A cannot each hold one and wait for the other.
+        let (src_state, mut dst_state) = if (s as *const _ as usize) < (d as *const _ as usize) {
+            let a = s.lock();
+            (a, d.lock())
+        } else {
+            let b = d.lock();
+            (s.lock(), b)
+        };
+        let src_tensor = src_state.slot()?.as_u8().ok_or_else(|| {
+            Failure::new(
+                crate::status::PINFRAME_ERROR_UNSUPPORTED,
+                "conversion sources are u8 images (PINFRAME_DTYPE_U8)",
+            )
+        })?;
+        let layout = src_tensor.layout().ok_or_else(|| {
+            Failure::invalid("the source tensor has no image layout (pinframe_tensor_set_layout)")
+        })?;
+        let options = opts.to_options(layout.colorimetry(), layout.height())?;
+        let Slot::Owned(dst_any) = dst_state.slot_mut()? else {
+            return Err(Failure::invalid("a frame's tensor cannot be a destination"));
+        };
+        let mut proc = p.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let done = any_tensor!(dst_any, t => proc.convert_with(src_tensor, t, &options)?);
+        drop(proc);
+        if !info.is_null() {
+            // SAFETY: the caller's contract.
+            unsafe { write_sized(info, "info", pinframe_convert_info::from_info(&done))? };
+        }
+        Ok(())
+    })
+}
+
+/// What the processor did so far, in `*stats` (whose `struct_size` the caller set).
+///
+/// Ownership: borrows `processor`; writes `*stats`.
+///
+/// # Safety
+/// `processor` is a live handle; `stats` points to a `pinframe_processor_stats` with its
+/// `struct_size` set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_processor_get_stats(
+    processor: *const pinframe_processor,
+    stats: *mut pinframe_processor_stats,
+) -> pinframe_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { processor_arg(processor, "processor")? };
+        let s = p.inner.lock().unwrap_or_else(|e| e.into_inner()).stats();
+        let out = pinframe_processor_stats {
+            struct_size: size_of::<pinframe_processor_stats>(),
+            imports: s.imports,
+            cache_hits: s.cache_hits,
+            uploads: s.uploads,
+            readbacks: s.readbacks,
+            cpu_fallbacks: s.cpu_fallbacks,
+            frames: s.frames,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { write_sized(stats, "stats", out) }
+    })
+}
+
+/// Frees a processor (its GL context and cached imports). NULL is a no-op.
+///
+/// Ownership: takes `processor`.
+///
+/// # Safety
+/// `processor` is NULL or a live handle not used by another thread during the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_processor_free(
+    processor: *mut pinframe_processor,
+) -> pinframe_status {
+    call(|| {
+        if processor.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { processor_arg(processor, "processor")? };
+        // SAFETY: a live handle made by Box::into_raw; ownership comes back once.
+        let mut owned = unsafe { Box::from_raw(processor) };
+        owned.magic = 0;
+        drop(owned);
+        Ok(())
+    })
+}

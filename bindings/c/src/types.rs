@@ -1,0 +1,446 @@
+//! The C vocabulary: element types, pixel formats, memory kinds, accesses and the image
+//! layout struct, with their conversions to and from pinframe's types. Every value a
+//! caller passes arrives as an integer and is checked (a C enum holding an unknown value
+//! must never become a Rust enum).
+
+use std::ffi::c_char;
+
+use pinframe::{
+    Access, Colorimetry, DType, ImageLayout, Matrix, Memory, PixelFormat, Plane, Range,
+};
+
+use crate::status::{Failure, Outcome, PINFRAME_ERROR_UNSUPPORTED};
+
+/// An element type: one of the `PINFRAME_DTYPE_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_dtype = u32;
+/// `uint8_t`.
+pub const PINFRAME_DTYPE_U8: pinframe_dtype = 1;
+/// `int8_t`.
+pub const PINFRAME_DTYPE_I8: pinframe_dtype = 2;
+/// `uint16_t`.
+pub const PINFRAME_DTYPE_U16: pinframe_dtype = 3;
+/// `int16_t`.
+pub const PINFRAME_DTYPE_I16: pinframe_dtype = 4;
+/// `uint32_t`.
+pub const PINFRAME_DTYPE_U32: pinframe_dtype = 5;
+/// `int32_t`.
+pub const PINFRAME_DTYPE_I32: pinframe_dtype = 6;
+/// IEEE 754 half precision (16 bits).
+pub const PINFRAME_DTYPE_F16: pinframe_dtype = 7;
+/// `float`.
+pub const PINFRAME_DTYPE_F32: pinframe_dtype = 8;
+/// `double`.
+pub const PINFRAME_DTYPE_F64: pinframe_dtype = 9;
+
+pub(crate) fn dtype_from(code: pinframe_dtype) -> Outcome<DType> {
+    Ok(match code {
+        PINFRAME_DTYPE_U8 => DType::U8,
+        PINFRAME_DTYPE_I8 => DType::I8,
+        PINFRAME_DTYPE_U16 => DType::U16,
+        PINFRAME_DTYPE_I16 => DType::I16,
+        PINFRAME_DTYPE_U32 => DType::U32,
+        PINFRAME_DTYPE_I32 => DType::I32,
+        PINFRAME_DTYPE_F16 => DType::F16,
+        PINFRAME_DTYPE_F32 => DType::F32,
+        PINFRAME_DTYPE_F64 => DType::F64,
+        _ => {
+            return Err(Failure::invalid(format!(
+                "unknown dtype {code}; use a PINFRAME_DTYPE_* value"
+            )));
+        }
+    })
+}
+
+pub(crate) fn dtype_code(d: DType) -> pinframe_dtype {
+    match d {
+        DType::U8 => PINFRAME_DTYPE_U8,
+        DType::I8 => PINFRAME_DTYPE_I8,
+        DType::U16 => PINFRAME_DTYPE_U16,
+        DType::I16 => PINFRAME_DTYPE_I16,
+        DType::U32 => PINFRAME_DTYPE_U32,
+        DType::I32 => PINFRAME_DTYPE_I32,
+        DType::F16 => PINFRAME_DTYPE_F16,
+        DType::F32 => PINFRAME_DTYPE_F32,
+        DType::F64 => PINFRAME_DTYPE_F64,
+        _ => 0,
+    }
+}
+
+/// A pixel format: one of the `PINFRAME_FORMAT_*` values (pinframe's `PixelFormat`, the
+/// same names as the CLI's). 0 means "none" where a field allows it.
+#[allow(non_camel_case_types)]
+pub type pinframe_format = u32;
+/// Packed 4:2:2, bytes Y0 U Y1 V.
+pub const PINFRAME_FORMAT_YUYV: pinframe_format = 1;
+/// Packed 4:2:2, bytes U Y0 V Y1.
+pub const PINFRAME_FORMAT_UYVY: pinframe_format = 2;
+/// Packed 4:2:2, bytes Y0 V Y1 U.
+pub const PINFRAME_FORMAT_YVYU: pinframe_format = 3;
+/// Packed 4:2:2, bytes V Y0 U Y1.
+pub const PINFRAME_FORMAT_VYUY: pinframe_format = 4;
+/// Y plane, then interleaved UV at half width and half height.
+pub const PINFRAME_FORMAT_NV12: pinframe_format = 5;
+/// Y plane, then interleaved VU at half width and half height.
+pub const PINFRAME_FORMAT_NV21: pinframe_format = 6;
+/// Y plane, then interleaved UV at half width and full height.
+pub const PINFRAME_FORMAT_NV16: pinframe_format = 7;
+/// Y plane, then interleaved VU at half width and full height.
+pub const PINFRAME_FORMAT_NV61: pinframe_format = 8;
+/// Y, U, V planes, chroma at half width and half height.
+pub const PINFRAME_FORMAT_I420: pinframe_format = 9;
+/// Y, V, U planes, chroma at half width and half height.
+pub const PINFRAME_FORMAT_YV12: pinframe_format = 10;
+/// 8-bit luma only.
+pub const PINFRAME_FORMAT_GREY: pinframe_format = 11;
+/// Packed R G B.
+pub const PINFRAME_FORMAT_RGB: pinframe_format = 12;
+/// Packed B G R.
+pub const PINFRAME_FORMAT_BGR: pinframe_format = 13;
+/// Packed R G B A.
+pub const PINFRAME_FORMAT_RGBA: pinframe_format = 14;
+/// Packed B G R A.
+pub const PINFRAME_FORMAT_BGRA: pinframe_format = 15;
+/// Three planes R, G, B (CHW).
+pub const PINFRAME_FORMAT_PLANAR_RGB: pinframe_format = 16;
+/// Three planes B, G, R (CHW).
+pub const PINFRAME_FORMAT_PLANAR_BGR: pinframe_format = 17;
+
+/// Every (code, format) pair, fixed for the ABI's life (new formats get new codes).
+const FORMATS: [(pinframe_format, PixelFormat); 17] = [
+    (PINFRAME_FORMAT_YUYV, PixelFormat::Yuyv),
+    (PINFRAME_FORMAT_UYVY, PixelFormat::Uyvy),
+    (PINFRAME_FORMAT_YVYU, PixelFormat::Yvyu),
+    (PINFRAME_FORMAT_VYUY, PixelFormat::Vyuy),
+    (PINFRAME_FORMAT_NV12, PixelFormat::Nv12),
+    (PINFRAME_FORMAT_NV21, PixelFormat::Nv21),
+    (PINFRAME_FORMAT_NV16, PixelFormat::Nv16),
+    (PINFRAME_FORMAT_NV61, PixelFormat::Nv61),
+    (PINFRAME_FORMAT_I420, PixelFormat::I420),
+    (PINFRAME_FORMAT_YV12, PixelFormat::Yv12),
+    (PINFRAME_FORMAT_GREY, PixelFormat::Grey),
+    (PINFRAME_FORMAT_RGB, PixelFormat::Rgb),
+    (PINFRAME_FORMAT_BGR, PixelFormat::Bgr),
+    (PINFRAME_FORMAT_RGBA, PixelFormat::Rgba),
+    (PINFRAME_FORMAT_BGRA, PixelFormat::Bgra),
+    (PINFRAME_FORMAT_PLANAR_RGB, PixelFormat::PlanarRgb),
+    (PINFRAME_FORMAT_PLANAR_BGR, PixelFormat::PlanarBgr),
+];
+
+pub(crate) fn format_from(code: pinframe_format) -> Outcome<PixelFormat> {
+    FORMATS
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            Failure::invalid(format!(
+                "unknown pixel format {code}; use a PINFRAME_FORMAT_* value"
+            ))
+        })
+}
+
+pub(crate) fn format_code(f: PixelFormat) -> Outcome<pinframe_format> {
+    FORMATS
+        .iter()
+        .find(|(_, p)| *p == f)
+        .map(|(c, _)| *c)
+        .ok_or_else(|| {
+            Failure::new(
+                PINFRAME_ERROR_UNSUPPORTED,
+                format!("pixel format {f} has no PINFRAME_FORMAT_* code in this header"),
+            )
+        })
+}
+
+/// The lowercase name of a format (`"nv12"`), or NULL for an unknown code.
+pub(crate) fn format_name_ptr(code: pinframe_format) -> *const c_char {
+    const NAMES: [&std::ffi::CStr; 17] = [
+        c"yuyv",
+        c"uyvy",
+        c"yvyu",
+        c"vyuy",
+        c"nv12",
+        c"nv21",
+        c"nv16",
+        c"nv61",
+        c"i420",
+        c"yv12",
+        c"grey",
+        c"rgb",
+        c"bgr",
+        c"rgba",
+        c"bgra",
+        c"planar-rgb",
+        c"planar-bgr",
+    ];
+    match code {
+        1..=17 => NAMES[code as usize - 1].as_ptr(),
+        _ => std::ptr::null(),
+    }
+}
+
+/// Where a tensor's bytes live: one of the `PINFRAME_MEMORY_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_memory = u32;
+/// The best available: DMA, else shared memory (memfd), else heap.
+pub const PINFRAME_MEMORY_AUTO: pinframe_memory = 0;
+/// Process heap, 64-byte aligned; no fd.
+pub const PINFRAME_MEMORY_HEAP: pinframe_memory = 1;
+/// A sealed memfd mapped shared: another process can map its fd.
+pub const PINFRAME_MEMORY_SHM: pinframe_memory = 2;
+/// A DMA-BUF: shareable with devices without copies.
+pub const PINFRAME_MEMORY_DMA: pinframe_memory = 3;
+
+pub(crate) fn memory_from(code: pinframe_memory) -> Outcome<Option<Memory>> {
+    Ok(match code {
+        PINFRAME_MEMORY_AUTO => None,
+        PINFRAME_MEMORY_HEAP => Some(Memory::Heap),
+        PINFRAME_MEMORY_SHM => Some(Memory::Shm),
+        PINFRAME_MEMORY_DMA => Some(Memory::Dma),
+        _ => {
+            return Err(Failure::invalid(format!(
+                "unknown memory kind {code}; use a PINFRAME_MEMORY_* value"
+            )));
+        }
+    })
+}
+
+pub(crate) fn memory_code(m: Memory) -> pinframe_memory {
+    match m {
+        Memory::Heap => PINFRAME_MEMORY_HEAP,
+        Memory::Shm => PINFRAME_MEMORY_SHM,
+        Memory::Dma => PINFRAME_MEMORY_DMA,
+        _ => PINFRAME_MEMORY_AUTO,
+    }
+}
+
+/// The direction of a CPU access: one of the `PINFRAME_ACCESS_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_access = u32;
+/// The CPU reads.
+pub const PINFRAME_ACCESS_READ: pinframe_access = 1;
+/// The CPU writes.
+pub const PINFRAME_ACCESS_WRITE: pinframe_access = 2;
+/// The CPU reads and writes.
+pub const PINFRAME_ACCESS_READ_WRITE: pinframe_access = 3;
+
+pub(crate) fn access_from(code: pinframe_access) -> Outcome<Access> {
+    Ok(match code {
+        PINFRAME_ACCESS_READ => Access::Read,
+        PINFRAME_ACCESS_WRITE => Access::Write,
+        PINFRAME_ACCESS_READ_WRITE => Access::ReadWrite,
+        _ => {
+            return Err(Failure::invalid(format!(
+                "unknown access {code}; use PINFRAME_ACCESS_READ, _WRITE or _READ_WRITE"
+            )));
+        }
+    })
+}
+
+/// A YCbCr matrix: one of the `PINFRAME_MATRIX_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_matrix = u32;
+/// Unknown / automatic (see `pinframe_convert_options`).
+pub const PINFRAME_MATRIX_AUTO: pinframe_matrix = 0;
+/// ITU-R BT.601.
+pub const PINFRAME_MATRIX_BT601: pinframe_matrix = 1;
+/// ITU-R BT.709.
+pub const PINFRAME_MATRIX_BT709: pinframe_matrix = 2;
+/// ITU-R BT.2020 (non-constant luminance).
+pub const PINFRAME_MATRIX_BT2020: pinframe_matrix = 3;
+
+/// A YCbCr quantisation range: one of the `PINFRAME_RANGE_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_range = u32;
+/// Unknown / automatic.
+pub const PINFRAME_RANGE_AUTO: pinframe_range = 0;
+/// Y in 16..=235, Cb/Cr in 16..=240.
+pub const PINFRAME_RANGE_LIMITED: pinframe_range = 1;
+/// Y, Cb, Cr in 0..=255.
+pub const PINFRAME_RANGE_FULL: pinframe_range = 2;
+
+pub(crate) fn matrix_from(code: pinframe_matrix) -> Outcome<Option<Matrix>> {
+    Ok(match code {
+        PINFRAME_MATRIX_AUTO => None,
+        PINFRAME_MATRIX_BT601 => Some(Matrix::Bt601),
+        PINFRAME_MATRIX_BT709 => Some(Matrix::Bt709),
+        PINFRAME_MATRIX_BT2020 => Some(Matrix::Bt2020),
+        _ => {
+            return Err(Failure::invalid(format!(
+                "unknown matrix {code}; use a PINFRAME_MATRIX_* value"
+            )));
+        }
+    })
+}
+
+pub(crate) fn range_from(code: pinframe_range) -> Outcome<Option<Range>> {
+    Ok(match code {
+        PINFRAME_RANGE_AUTO => None,
+        PINFRAME_RANGE_LIMITED => Some(Range::Limited),
+        PINFRAME_RANGE_FULL => Some(Range::Full),
+        _ => {
+            return Err(Failure::invalid(format!(
+                "unknown range {code}; use a PINFRAME_RANGE_* value"
+            )));
+        }
+    })
+}
+
+pub(crate) fn colorimetry_codes(c: Option<Colorimetry>) -> (pinframe_matrix, pinframe_range) {
+    match c {
+        None => (PINFRAME_MATRIX_AUTO, PINFRAME_RANGE_AUTO),
+        Some(c) => (
+            match c.matrix {
+                Matrix::Bt601 => PINFRAME_MATRIX_BT601,
+                Matrix::Bt709 => PINFRAME_MATRIX_BT709,
+                Matrix::Bt2020 => PINFRAME_MATRIX_BT2020,
+                _ => PINFRAME_MATRIX_AUTO,
+            },
+            match c.range {
+                Range::Limited => PINFRAME_RANGE_LIMITED,
+                Range::Full => PINFRAME_RANGE_FULL,
+            },
+        ),
+    }
+}
+
+/// The most planes an image has (Y, U, V).
+pub const PINFRAME_MAX_PLANES: usize = 3;
+
+/// One plane of an image: which buffer (fd) holds it, where it starts, its row pitch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct pinframe_plane {
+    /// Index of the buffer holding the plane (0 unless the image spans several fds).
+    pub buffer: usize,
+    /// Byte offset of the plane's first row in its buffer.
+    pub offset: usize,
+    /// Bytes from one row to the next.
+    pub stride: usize,
+}
+
+/// An image layout (pinframe's `ImageLayout`): size, format, element type, planes, DRM
+/// modifier and colorimetry. Set `struct_size = sizeof(pinframe_layout)` before passing
+/// one to any call. `pinframe_layout_init` fills a tightly packed (or row-aligned) one;
+/// every call that takes a layout validates it (strides, plane bounds, overlaps,
+/// alignment, overflow) and fails with `PINFRAME_ERROR_INVALID_INPUT` if it is malformed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pinframe_layout {
+    /// `sizeof(pinframe_layout)`, set by the caller.
+    pub struct_size: usize,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// A `PINFRAME_FORMAT_*` value.
+    pub format: pinframe_format,
+    /// A `PINFRAME_DTYPE_*` value (YUV formats are `PINFRAME_DTYPE_U8` only).
+    pub dtype: pinframe_dtype,
+    /// Planes in use (the format's plane count).
+    pub plane_count: u32,
+    /// The planes, in the format's plane order (Y then chroma; R, G, B for planar RGB).
+    pub planes: [pinframe_plane; PINFRAME_MAX_PLANES],
+    /// DRM format modifier (0 = linear).
+    pub modifier: u64,
+    /// Colorimetry matrix of YUV data, `PINFRAME_MATRIX_AUTO` if unknown.
+    pub matrix: pinframe_matrix,
+    /// Colorimetry range of YUV data, `PINFRAME_RANGE_AUTO` if unknown.
+    pub range: pinframe_range,
+}
+
+impl pinframe_layout {
+    pub(crate) fn empty() -> Self {
+        pinframe_layout {
+            struct_size: size_of::<Self>(),
+            width: 0,
+            height: 0,
+            format: 0,
+            dtype: 0,
+            plane_count: 0,
+            planes: [pinframe_plane::default(); PINFRAME_MAX_PLANES],
+            modifier: 0,
+            matrix: 0,
+            range: 0,
+        }
+    }
+
+    pub(crate) fn from_layout(l: &ImageLayout) -> Outcome<Self> {
+        let mut out = Self::empty();
+        out.width = l.width();
+        out.height = l.height();
+        out.format = format_code(l.format())?;
+        out.dtype = dtype_code(l.dtype());
+        out.plane_count = l.planes().len() as u32;
+        for (o, p) in out.planes.iter_mut().zip(l.planes()) {
+            *o = pinframe_plane {
+                buffer: p.buffer,
+                offset: p.offset,
+                stride: p.stride,
+            };
+        }
+        out.modifier = l.modifier();
+        (out.matrix, out.range) = colorimetry_codes(l.colorimetry());
+        Ok(out)
+    }
+
+    pub(crate) fn to_layout(self) -> Outcome<ImageLayout> {
+        let format = format_from(self.format)?;
+        let dtype = dtype_from(self.dtype)?;
+        let n = self.plane_count as usize;
+        if n > PINFRAME_MAX_PLANES {
+            return Err(Failure::invalid(format!(
+                "plane_count {n} exceeds {PINFRAME_MAX_PLANES}"
+            )));
+        }
+        let planes: Vec<Plane> = self.planes[..n]
+            .iter()
+            .map(|p| Plane {
+                buffer: p.buffer,
+                offset: p.offset,
+                stride: p.stride,
+            })
+            .collect();
+        let colorimetry = match (matrix_from(self.matrix)?, range_from(self.range)?) {
+            (None, None) => None,
+            (Some(m), Some(r)) => Some(Colorimetry::new(m, r)),
+            _ => {
+                return Err(Failure::invalid(
+                    "a layout's colorimetry needs both matrix and range, or neither",
+                ));
+            }
+        };
+        Ok(
+            ImageLayout::with_planes(self.width, self.height, format, dtype, &planes)?
+                .with_modifier(self.modifier)
+                .with_colorimetry(colorimetry),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pixel_format_has_a_code_that_round_trips() {
+        for f in PixelFormat::ALL {
+            let code = format_code(f).unwrap();
+            assert_eq!(format_from(code).unwrap(), f);
+            // SAFETY: non-null names are static NUL-terminated strings.
+            let name = unsafe { std::ffi::CStr::from_ptr(format_name_ptr(code)) };
+            assert_eq!(name.to_str().unwrap(), f.name());
+        }
+        assert!(format_name_ptr(0).is_null());
+        assert!(format_from(0).is_err());
+    }
+
+    #[test]
+    fn every_dtype_round_trips() {
+        for code in PINFRAME_DTYPE_U8..=PINFRAME_DTYPE_F64 {
+            assert_eq!(dtype_code(dtype_from(code).unwrap()), code);
+        }
+        assert!(dtype_from(0).is_err());
+        assert!(dtype_from(10).is_err());
+    }
+}
