@@ -8,10 +8,10 @@ use pinframe::camera::{BufferMode, Camera, CameraConfig, Frame};
 use pinframe::tensor::DmaRoute;
 
 use crate::status::{
-    Failure, Outcome, call, pinframe_status, prepare_out, read_sized, str_arg, write_out,
-    write_sized,
+    Failure, Handle, Outcome, call, handle, pinframe_status, prepare_out, read_sized, str_arg,
+    take_handle, write_out, write_sized,
 };
-use crate::tensor::{Slot, pinframe_tensor};
+use crate::tensor::{Slot, TENSOR_MAGIC, TensorHandle, pinframe_tensor};
 use crate::types::*;
 
 /// How capture buffers are allocated: one of the `PINFRAME_BUFFER_MODE_*` values.
@@ -179,51 +179,41 @@ pub struct pinframe_frame_info {
 /// `pinframe_camera_synthetic`, freed by `pinframe_camera_free`. May be used from any
 /// thread; calls on one camera are serialised.
 pub struct pinframe_camera {
-    magic: u64,
-    inner: Mutex<Camera>,
+    _opaque: [u8; 0],
 }
 
 /// One captured frame: its tensor (`pinframe_frame_get_tensor`) is the camera's buffer, with
 /// the frame's layout and colorimetry. Opaque; `pinframe_frame_release` gives the buffer
 /// back to the driver. A frame may outlive its camera.
 pub struct pinframe_frame {
-    magic: u64,
+    _opaque: [u8; 0],
+}
+
+/// What a `pinframe_frame *` points to (inside a `Handle`).
+struct FrameHandle {
     sequence: u32,
     buffer_index: u32,
     timestamp_ns: u64,
     bytesused: u64,
-    tensor: pinframe_tensor,
+    /// The frame's tensor handle, which `pinframe_frame_get_tensor` points to.
+    tensor: Handle<TensorHandle>,
 }
 
 const CAMERA_MAGIC: u64 = u64::from_be_bytes(*b"pfCamera");
 const FRAME_MAGIC: u64 = u64::from_be_bytes(*b"pfFrame!");
 
-unsafe fn camera_arg<'a>(p: *const pinframe_camera, name: &str) -> Outcome<&'a pinframe_camera> {
-    if p.is_null() {
-        return Err(Failure::null(name));
-    }
-    // SAFETY: the caller's contract (a live camera handle).
-    let c = unsafe { &*p };
-    if c.magic != CAMERA_MAGIC {
-        return Err(Failure::invalid(format!(
-            "`{name}` is not a live pinframe_camera handle"
-        )));
-    }
-    Ok(c)
+/// # Safety
+/// `p` is NULL or a live camera handle.
+unsafe fn camera_arg<'a>(p: *const pinframe_camera, name: &str) -> Outcome<&'a Mutex<Camera>> {
+    // SAFETY: the caller's contract.
+    unsafe { handle(p, CAMERA_MAGIC, "pinframe_camera", name) }
 }
 
-unsafe fn frame_arg<'a>(p: *const pinframe_frame, name: &str) -> Outcome<&'a pinframe_frame> {
-    if p.is_null() {
-        return Err(Failure::null(name));
-    }
-    // SAFETY: the caller's contract (a live frame handle).
-    let f = unsafe { &*p };
-    if f.magic != FRAME_MAGIC {
-        return Err(Failure::invalid(format!(
-            "`{name}` is not a live pinframe_frame handle"
-        )));
-    }
-    Ok(f)
+/// # Safety
+/// `p` is NULL or a live frame handle.
+unsafe fn frame_arg<'a>(p: *const pinframe_frame, name: &str) -> Outcome<&'a FrameHandle> {
+    // SAFETY: the caller's contract.
+    unsafe { handle(p, FRAME_MAGIC, "pinframe_frame", name) }
 }
 
 /// # Safety
@@ -240,10 +230,7 @@ unsafe fn config_arg(config: *const pinframe_camera_config) -> Outcome<CameraCon
 }
 
 fn boxed_camera(c: Camera) -> *mut pinframe_camera {
-    Box::into_raw(Box::new(pinframe_camera {
-        magic: CAMERA_MAGIC,
-        inner: Mutex::new(c),
-    }))
+    Handle::new(CAMERA_MAGIC, Mutex::new(c)).into_raw()
 }
 
 /// Fills `*config` with the defaults (see `pinframe_camera_config`).
@@ -331,7 +318,7 @@ pub unsafe extern "C" fn pinframe_camera_get_info(
     call(|| {
         // SAFETY: the caller's contract.
         let c = unsafe { camera_arg(camera, "camera")? };
-        let cam = c.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let cam = c.lock().unwrap_or_else(|e| e.into_inner());
         let f = cam.format();
         let stats = cam.stats();
         let out = pinframe_camera_info {
@@ -379,22 +366,21 @@ pub unsafe extern "C" fn pinframe_camera_next_frame(
         let c = unsafe { camera_arg(camera, "camera")? };
         // SAFETY: the caller's contract.
         unsafe { prepare_out(frame, "frame")? };
-        let mut cam = c.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cam = c.lock().unwrap_or_else(|e| e.into_inner());
         let f: Frame = if timeout_ms < 0 {
             cam.next_frame()?
         } else {
             cam.next_frame_timeout(Duration::from_millis(timeout_ms as u64))?
         };
-        let handle = pinframe_frame {
-            magic: FRAME_MAGIC,
+        let body = FrameHandle {
             sequence: f.sequence(),
             buffer_index: f.buffer_index() as u32,
             timestamp_ns: f.timestamp().as_nanos().min(u64::MAX as u128) as u64,
             bytesused: f.bytesused() as u64,
-            tensor: pinframe_tensor::new(Slot::Frame(f)),
+            tensor: Handle::new(TENSOR_MAGIC, TensorHandle::new(Slot::Frame(f))),
         };
         // SAFETY: checked above.
-        unsafe { *frame = Box::into_raw(Box::new(handle)) };
+        unsafe { *frame = Handle::new(FRAME_MAGIC, body).into_raw() };
         Ok(())
     })
 }
@@ -409,15 +395,10 @@ pub unsafe extern "C" fn pinframe_camera_next_frame(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pinframe_camera_free(camera: *mut pinframe_camera) -> pinframe_status {
     call(|| {
-        if camera.is_null() {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { camera_arg(camera, "camera")? };
-        // SAFETY: a live handle made by Box::into_raw; ownership comes back once.
-        let mut owned = unsafe { Box::from_raw(camera) };
-        owned.magic = 0;
-        drop(owned);
+        // SAFETY: the caller's contract (a live camera handle, or NULL).
+        drop(unsafe {
+            take_handle::<_, Mutex<Camera>>(camera, CAMERA_MAGIC, "pinframe_camera", "camera")?
+        });
         Ok(())
     })
 }
@@ -439,7 +420,9 @@ pub unsafe extern "C" fn pinframe_frame_get_tensor(
         // SAFETY: the caller's contract.
         let f = unsafe { frame_arg(frame, "frame")? };
         // SAFETY: the caller's contract.
-        unsafe { write_out(tensor, "tensor", &f.tensor as *const pinframe_tensor) }
+        let t = &f.tensor as *const Handle<TensorHandle> as *const pinframe_tensor;
+        // SAFETY: the caller's contract.
+        unsafe { write_out(tensor, "tensor", t) }
     })
 }
 
@@ -482,16 +465,13 @@ pub unsafe extern "C" fn pinframe_frame_get_info(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pinframe_frame_release(frame: *mut pinframe_frame) -> pinframe_status {
     call(|| {
-        if frame.is_null() {
-            return Ok(());
+        // SAFETY: the caller's contract (a live frame handle, or NULL).
+        if let Some(mut owned) =
+            unsafe { take_handle::<_, FrameHandle>(frame, FRAME_MAGIC, "pinframe_frame", "frame")? }
+        {
+            owned.body.tensor.magic = 0; // its tensor handle goes with it
+            drop(owned);
         }
-        // SAFETY: the caller's contract.
-        unsafe { frame_arg(frame, "frame")? };
-        // SAFETY: a live handle made by Box::into_raw; ownership comes back once.
-        let mut owned = unsafe { Box::from_raw(frame) };
-        owned.magic = 0;
-        owned.tensor.retire();
-        drop(owned);
         Ok(())
     })
 }

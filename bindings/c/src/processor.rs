@@ -8,7 +8,8 @@ use pinframe::{
 };
 
 use crate::status::{
-    Failure, Outcome, call, pinframe_status, prepare_out, read_sized, write_out, write_sized,
+    Failure, Handle, Outcome, call, handle, pinframe_status, prepare_out, read_sized, take_handle,
+    write_out, write_sized,
 };
 use crate::tensor::{AnyTensor, Slot, any_tensor, pinframe_tensor, tensor_arg};
 use crate::types::*;
@@ -245,27 +246,19 @@ pub struct pinframe_processor_stats {
 /// `pinframe_processor_create`, freed by `pinframe_processor_free`. May be used from any
 /// thread; calls on one processor are serialised.
 pub struct pinframe_processor {
-    magic: u64,
-    inner: Mutex<ImageProcessor>,
+    _opaque: [u8; 0],
 }
 
 const PROCESSOR_MAGIC: u64 = u64::from_be_bytes(*b"pfProcsr");
 
+/// # Safety
+/// `p` is NULL or a live processor handle.
 unsafe fn processor_arg<'a>(
     p: *const pinframe_processor,
     name: &str,
-) -> Outcome<&'a pinframe_processor> {
-    if p.is_null() {
-        return Err(Failure::null(name));
-    }
-    // SAFETY: the caller's contract (a live processor handle).
-    let proc = unsafe { &*p };
-    if proc.magic != PROCESSOR_MAGIC {
-        return Err(Failure::invalid(format!(
-            "`{name}` is not a live pinframe_processor handle"
-        )));
-    }
-    Ok(proc)
+) -> Outcome<&'a Mutex<ImageProcessor>> {
+    // SAFETY: the caller's contract.
+    unsafe { handle(p, PROCESSOR_MAGIC, "pinframe_processor", name) }
 }
 
 /// Fills `*options` with the defaults (see `pinframe_convert_options`).
@@ -312,12 +305,7 @@ pub unsafe extern "C" fn pinframe_processor_create(
         };
         let p = ImageProcessor::with_backend(backend)?;
         // SAFETY: checked above.
-        unsafe {
-            *out = Box::into_raw(Box::new(pinframe_processor {
-                magic: PROCESSOR_MAGIC,
-                inner: Mutex::new(p),
-            }))
-        };
+        unsafe { *out = Handle::new(PROCESSOR_MAGIC, Mutex::new(p)).into_raw() };
         Ok(())
     })
 }
@@ -336,7 +324,7 @@ pub unsafe extern "C" fn pinframe_processor_get_backend(
     call(|| {
         // SAFETY: the caller's contract.
         let p = unsafe { processor_arg(processor, "processor")? };
-        let b = match p.inner.lock().unwrap_or_else(|e| e.into_inner()).backend() {
+        let b = match p.lock().unwrap_or_else(|e| e.into_inner()).backend() {
             Backend::Gl => PINFRAME_BACKEND_GL,
             _ => PINFRAME_BACKEND_CPU,
         };
@@ -411,7 +399,7 @@ pub unsafe extern "C" fn pinframe_processor_convert(
         let Slot::Owned(dst_any) = dst_state.slot_mut()? else {
             return Err(Failure::invalid("a frame's tensor cannot be a destination"));
         };
-        let mut proc = p.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut proc = p.lock().unwrap_or_else(|e| e.into_inner());
         let done = any_tensor!(dst_any, t => proc.convert_with(src_tensor, t, &options)?);
         drop(proc);
         if !info.is_null() {
@@ -437,7 +425,7 @@ pub unsafe extern "C" fn pinframe_processor_get_stats(
     call(|| {
         // SAFETY: the caller's contract.
         let p = unsafe { processor_arg(processor, "processor")? };
-        let s = p.inner.lock().unwrap_or_else(|e| e.into_inner()).stats();
+        let s = p.lock().unwrap_or_else(|e| e.into_inner()).stats();
         let out = pinframe_processor_stats {
             struct_size: size_of::<pinframe_processor_stats>(),
             imports: s.imports,
@@ -463,15 +451,15 @@ pub unsafe extern "C" fn pinframe_processor_free(
     processor: *mut pinframe_processor,
 ) -> pinframe_status {
     call(|| {
-        if processor.is_null() {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { processor_arg(processor, "processor")? };
-        // SAFETY: a live handle made by Box::into_raw; ownership comes back once.
-        let mut owned = unsafe { Box::from_raw(processor) };
-        owned.magic = 0;
-        drop(owned);
+        // SAFETY: the caller's contract (a live processor handle, or NULL).
+        drop(unsafe {
+            take_handle::<_, Mutex<ImageProcessor>>(
+                processor,
+                PROCESSOR_MAGIC,
+                "pinframe_processor",
+                "processor",
+            )?
+        });
         Ok(())
     })
 }

@@ -252,6 +252,74 @@ pub(crate) unsafe fn write_sized<T: Copy>(p: *mut T, name: &str, value: T) -> Ou
     Ok(())
 }
 
+/// What a handle (`pinframe_tensor *`, `pinframe_processor *`, ...) points to: a tag first,
+/// at offset 0 in every kind (`repr(C)`), then the kind's state. The public handle types
+/// are opaque markers; this is their one layout.
+#[repr(C)]
+pub(crate) struct Handle<T> {
+    /// The kind's tag while the handle lives, 0 once freed.
+    pub(crate) magic: u64,
+    pub(crate) body: T,
+}
+
+impl<T> Handle<T> {
+    pub(crate) fn new(magic: u64, body: T) -> Self {
+        Handle { magic, body }
+    }
+
+    /// A new heap handle, as the caller's opaque pointer type.
+    pub(crate) fn into_raw<O>(self) -> *mut O {
+        Box::into_raw(Box::new(self)) as *mut O
+    }
+}
+
+/// Checks a handle argument: not NULL, and tagged `magic` (a handle of another kind, or a
+/// freed one, is refused; a best-effort check for the caller's mistakes).
+///
+/// # Safety
+/// `p` is NULL or points to at least 8 readable bytes; when tagged `magic` it is a live
+/// `Handle<T>` made by this library.
+pub(crate) unsafe fn handle<'a, O, T>(
+    p: *const O,
+    magic: u64,
+    kind: &str,
+    name: &str,
+) -> Outcome<&'a T> {
+    if p.is_null() {
+        return Err(Failure::null(name));
+    }
+    // SAFETY: the caller's contract: 8 readable bytes (every handle starts with its tag).
+    let tag = unsafe { (p as *const u64).read_unaligned() };
+    if tag != magic {
+        return Err(Failure::invalid(format!(
+            "`{name}` is not a live {kind} handle"
+        )));
+    }
+    // SAFETY: tagged, so a live Handle<T> (the caller's contract).
+    Ok(unsafe { &(*(p as *const Handle<T>)).body })
+}
+
+/// Takes a handle back to free it (None for NULL, a no-op); its tag is cleared.
+///
+/// # Safety
+/// As `handle`, and the handle came from `Handle::into_raw` and is not used afterwards.
+pub(crate) unsafe fn take_handle<O, T>(
+    p: *mut O,
+    magic: u64,
+    kind: &str,
+    name: &str,
+) -> Outcome<Option<Box<Handle<T>>>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { handle::<O, T>(p, magic, kind, name)? };
+    // SAFETY: a live handle made by `into_raw` (Box::into_raw); ownership comes back once.
+    let mut owned = unsafe { Box::from_raw(p as *mut Handle<T>) };
+    owned.magic = 0;
+    Ok(Some(owned))
+}
+
 /// A C string argument as UTF-8.
 ///
 /// # Safety

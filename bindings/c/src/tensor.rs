@@ -9,7 +9,8 @@ use pinframe::camera::Frame;
 use pinframe::{Access, DType, HostPin, ImageLayout, Memory, Tensor};
 
 use crate::status::{
-    Failure, Outcome, call, pinframe_status, prepare_out, read_sized, write_out, write_sized,
+    Failure, Handle, Outcome, call, handle, pinframe_status, prepare_out, read_sized, take_handle,
+    write_out, write_sized,
 };
 use crate::types::*;
 
@@ -23,7 +24,11 @@ pub const PINFRAME_MAX_DIMS: usize = 8;
 ///
 /// A handle may be used from any thread; calls on one handle are serialised.
 pub struct pinframe_tensor {
-    magic: u64,
+    _opaque: [u8; 0],
+}
+
+/// What a `pinframe_tensor *` points to (inside a `Handle`).
+pub(crate) struct TensorHandle {
     /// A frame's tensor (owned by its frame, read-only).
     frame: bool,
     state: Mutex<TensorState>,
@@ -32,11 +37,10 @@ pub struct pinframe_tensor {
 /// A pin: a stable host address of a tensor's data, valid until the pin is freed, even
 /// after the tensor is freed (pinframe's `HostPin`). Opaque.
 pub struct pinframe_pin {
-    magic: u64,
-    pin: HostPin<'static>,
+    _opaque: [u8; 0],
 }
 
-const TENSOR_MAGIC: u64 = u64::from_be_bytes(*b"pfTensor");
+pub(crate) const TENSOR_MAGIC: u64 = u64::from_be_bytes(*b"pfTensor");
 const PIN_MAGIC: u64 = u64::from_be_bytes(*b"pfHstPin");
 
 /// A tensor of any element type.
@@ -351,17 +355,16 @@ fn read_map<T: pinframe::Element>(t: &'static Tensor<T>) -> Outcome<ActiveMap> {
     })
 }
 
-impl pinframe_tensor {
+impl TensorHandle {
     pub(crate) fn new(slot: Slot) -> Self {
-        pinframe_tensor {
-            magic: TENSOR_MAGIC,
+        TensorHandle {
             frame: matches!(slot, Slot::Frame(_)),
             state: Mutex::new(TensorState::new(slot)),
         }
     }
 
     fn boxed(any: AnyTensor) -> *mut pinframe_tensor {
-        Box::into_raw(Box::new(pinframe_tensor::new(Slot::Owned(any))))
+        Handle::new(TENSOR_MAGIC, TensorHandle::new(Slot::Owned(any))).into_raw()
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, TensorState> {
@@ -373,10 +376,6 @@ impl pinframe_tensor {
     pub(crate) fn is_frame(&self) -> bool {
         self.frame
     }
-
-    pub(crate) fn retire(&mut self) {
-        self.magic = 0;
-    }
 }
 
 /// Checks a tensor handle argument.
@@ -386,32 +385,16 @@ impl pinframe_tensor {
 pub(crate) unsafe fn tensor_arg<'a>(
     p: *const pinframe_tensor,
     name: &str,
-) -> Outcome<&'a pinframe_tensor> {
-    if p.is_null() {
-        return Err(Failure::null(name));
-    }
+) -> Outcome<&'a TensorHandle> {
     // SAFETY: the caller's contract.
-    let t = unsafe { &*p };
-    if t.magic != TENSOR_MAGIC {
-        return Err(Failure::invalid(format!(
-            "`{name}` is not a live pinframe_tensor handle"
-        )));
-    }
-    Ok(t)
+    unsafe { handle(p, TENSOR_MAGIC, "pinframe_tensor", name) }
 }
 
-unsafe fn pin_arg<'a>(p: *const pinframe_pin, name: &str) -> Outcome<&'a pinframe_pin> {
-    if p.is_null() {
-        return Err(Failure::null(name));
-    }
-    // SAFETY: the caller's contract (a live pin handle).
-    let pin = unsafe { &*p };
-    if pin.magic != PIN_MAGIC {
-        return Err(Failure::invalid(format!(
-            "`{name}` is not a live pinframe_pin handle"
-        )));
-    }
-    Ok(pin)
+/// # Safety
+/// `p` is NULL or a live pin handle.
+unsafe fn pin_arg<'a>(p: *const pinframe_pin, name: &str) -> Outcome<&'a HostPin<'static>> {
+    // SAFETY: the caller's contract.
+    unsafe { handle(p, PIN_MAGIC, "pinframe_pin", name) }
 }
 
 /// What `pinframe_tensor_get_info` reports. Set `struct_size = sizeof(pinframe_tensor_info)`.
@@ -472,7 +455,7 @@ pub unsafe extern "C" fn pinframe_tensor_create(
         let memory = memory_from(memory)?;
         let any = by_dtype!(dtype, T => Tensor::<T>::new(shape, memory)?);
         // SAFETY: out was checked above.
-        unsafe { *out = pinframe_tensor::boxed(any) };
+        unsafe { *out = TensorHandle::boxed(any) };
         Ok(())
     })
 }
@@ -501,7 +484,7 @@ pub unsafe extern "C" fn pinframe_tensor_image(
         let memory = memory_from(memory)?;
         let any = by_dtype!(dtype, T => Tensor::<T>::image(width, height, format, memory)?);
         // SAFETY: out was checked above.
-        unsafe { *out = pinframe_tensor::boxed(any) };
+        unsafe { *out = TensorHandle::boxed(any) };
         Ok(())
     })
 }
@@ -528,7 +511,7 @@ pub unsafe extern "C" fn pinframe_tensor_with_layout(
         let memory = memory_from(memory)?;
         let any = by_dtype!(layout.dtype(), T => Tensor::<T>::with_layout(layout, memory)?);
         // SAFETY: out was checked above.
-        unsafe { *out = pinframe_tensor::boxed(any) };
+        unsafe { *out = TensorHandle::boxed(any) };
         Ok(())
     })
 }
@@ -595,7 +578,7 @@ pub unsafe extern "C" fn pinframe_tensor_import_planes(
             .collect();
         let any = by_dtype!(layout.dtype(), T => Tensor::<T>::import_planes(&borrowed, layout)?);
         // SAFETY: out was checked above.
-        unsafe { *out = pinframe_tensor::boxed(any) };
+        unsafe { *out = TensorHandle::boxed(any) };
         Ok(())
     })
 }
@@ -621,11 +604,11 @@ pub unsafe extern "C" fn pinframe_tensor_free(tensor: *mut pinframe_tensor) -> p
                 "this tensor belongs to a frame; release the frame with pinframe_frame_release",
             ));
         }
-        // SAFETY: a live handle made by Box::into_raw (frames' tensors were refused);
-        // ownership comes back here once.
-        let mut owned = unsafe { Box::from_raw(tensor) };
-        owned.retire();
-        drop(owned);
+        // SAFETY: the caller's contract; frames' tensors were refused above, so this handle
+        // came from `Handle::into_raw`.
+        drop(unsafe {
+            take_handle::<_, TensorHandle>(tensor, TENSOR_MAGIC, "pinframe_tensor", "tensor")?
+        });
         Ok(())
     })
 }
@@ -900,12 +883,7 @@ pub unsafe extern "C" fn pinframe_tensor_pin(
         let s = t.lock();
         let pin = s.slot()?.with(|v| v.view_pin())?;
         // SAFETY: checked above.
-        unsafe {
-            *out = Box::into_raw(Box::new(pinframe_pin {
-                magic: PIN_MAGIC,
-                pin,
-            }))
-        };
+        unsafe { *out = Handle::new(PIN_MAGIC, pin).into_raw() };
         Ok(())
     })
 }
@@ -929,9 +907,9 @@ pub unsafe extern "C" fn pinframe_pin_get_data(
         let p = unsafe { pin_arg(pin, "pin")? };
         // SAFETY: the caller's contract for each out-pointer.
         unsafe {
-            write_out(address, "address", p.pin.as_mut_ptr() as *mut c_void)?;
-            write_out(len, "len", p.pin.len())?;
-            write_out(alignment, "alignment", p.pin.alignment())?;
+            write_out(address, "address", p.as_mut_ptr() as *mut c_void)?;
+            write_out(len, "len", p.len())?;
+            write_out(alignment, "alignment", p.alignment())?;
         }
         Ok(())
     })
@@ -947,15 +925,8 @@ pub unsafe extern "C" fn pinframe_pin_get_data(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pinframe_pin_free(pin: *mut pinframe_pin) -> pinframe_status {
     call(|| {
-        if pin.is_null() {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { pin_arg(pin, "pin")? };
-        // SAFETY: a live pin made by Box::into_raw; ownership comes back once.
-        let mut owned = unsafe { Box::from_raw(pin) };
-        owned.magic = 0;
-        drop(owned);
+        // SAFETY: the caller's contract (a live pin made by this library, or NULL).
+        drop(unsafe { take_handle::<_, HostPin<'static>>(pin, PIN_MAGIC, "pinframe_pin", "pin")? });
         Ok(())
     })
 }
