@@ -40,6 +40,13 @@ pub(crate) fn run() -> Result<()> {
     println!("  gl: not built (feature `gl`)");
     let auto = ImageProcessor::new()?;
     println!("  auto picks: {}", auto.backend());
+    match pinframe::tensor::cpu_mapping_guard() {
+        Ok(pinframe::tensor::CpuMappingGuard::Shared { library }) => {
+            println!("cpu-mapping guard: shared, in {library}")
+        }
+        Ok(_) => println!("cpu-mapping guard: this copy's own (built without shared-guard)"),
+        Err(e) => println!("cpu-mapping guard: unavailable: {e}"),
+    }
     println!("memory:");
     println!(
         "  dma-heaps tried: {}",
