@@ -121,6 +121,9 @@ struct LockState {
     readers: usize,
     writer: bool,
     writers_waiting: usize,
+    /// Threads blocked in `lock_shared` (woken only when there are some: a notify costs
+    /// a futex syscall even with nobody waiting).
+    readers_waiting: usize,
 }
 
 impl Lock {
@@ -130,6 +133,7 @@ impl Lock {
                 readers: 0,
                 writer: false,
                 writers_waiting: 0,
+                readers_waiting: 0,
             }),
             changed: Condvar::new(),
             waiters: AtomicUsize::new(0),
@@ -149,11 +153,13 @@ impl Lock {
     fn lock_shared(&self) {
         let mut s = self.state();
         if s.writer || s.writers_waiting > 0 {
+            s.readers_waiting += 1;
             self.waiters.fetch_add(1, Ordering::SeqCst);
             while s.writer || s.writers_waiting > 0 {
                 s = self.wait(s);
             }
             self.waiters.fetch_sub(1, Ordering::SeqCst);
+            s.readers_waiting -= 1;
         }
         s.readers += 1;
     }
@@ -161,7 +167,7 @@ impl Lock {
     fn unlock_shared(&self) {
         let mut s = self.state();
         s.readers = s.readers.saturating_sub(1);
-        if s.readers == 0 {
+        if s.readers == 0 && s.writers_waiting > 0 {
             self.changed.notify_all();
         }
     }
@@ -185,7 +191,9 @@ impl Lock {
         let mut s = self.state();
         s.writer = false;
         self.exclusive.store(false, Ordering::SeqCst);
-        self.changed.notify_all();
+        if s.writers_waiting > 0 || s.readers_waiting > 0 {
+            self.changed.notify_all();
+        }
     }
 }
 
