@@ -12,7 +12,7 @@ pub mod tensor;
 
 pub use convert::{
     Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
-    Interpolation, Normalize, ProcessorStats, Rotation,
+    Interpolation, Normalize, ProcessorStats, Quantize, Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 use half::f16;
 use pinframe::{
     Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, DType, Element, Error, Fit,
-    Flip, ImageLayout, ImageProcessor, Interpolation, Matrix, Normalize, PixelFormat, Range,
-    Result, Rotation,
+    Flip, ImageLayout, ImageProcessor, Interpolation, Matrix, Normalize, PixelFormat, Quantize,
+    Range, Result, Rotation,
 };
 
 #[derive(Parser)]
@@ -136,6 +136,10 @@ struct ProcessArgs {
     /// Per-channel std for float outputs.
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
     std: Option<[f32; 3]>,
+    /// Quantise u8/i8 outputs, TFLite style: q = clamp(round(x / SCALE) + ZERO_POINT),
+    /// x the normalised value (--mean/--std).
+    #[arg(long, value_name = "SCALE,ZERO_POINT", value_parser = parse_named::<Quantize>)]
+    quantize: Option<Quantize>,
     /// Backend to run on.
     #[arg(long, default_value = "auto", value_parser = parse_named::<Backend>)]
     backend: Backend,
@@ -163,6 +167,7 @@ impl ProcessArgs {
                 mean: self.mean.unwrap_or([0.0; 3]),
                 std: self.std.unwrap_or([1.0; 3]),
             },
+            quantize: self.quantize,
         })
     }
 }

@@ -7,7 +7,7 @@ mod processor;
 
 pub use options::{
     ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Rotation,
+    Quantize, Rotation,
 };
 pub use plan::{Plan, SourceChannels, Taps};
 pub use processor::{Backend, ImageProcessor, ProcessorStats};
