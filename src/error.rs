@@ -48,6 +48,28 @@ pub enum Error {
     /// Camera capture failed.
     #[error("camera: {0}")]
     Camera(String),
+    /// An inference runtime call failed (a LiteRT status other than OK).
+    #[error("{runtime}: {call} failed with status {status} ({status_name}){}", if message.is_empty() { String::new() } else { format!(": {message}") })]
+    Runtime {
+        /// The runtime (`"LiteRT"`).
+        runtime: &'static str,
+        /// The C function that failed.
+        call: &'static str,
+        /// Its status code.
+        status: i32,
+        /// The runtime's name for the status.
+        status_name: String,
+        /// What pinframe was doing, and what to change where it knows.
+        message: String,
+    },
+    /// No inference runtime library could be loaded, or it lacks a function pinframe binds.
+    #[error("{runtime} is not available: {}", tried.join("; "))]
+    RuntimeUnavailable {
+        /// The runtime (`"LiteRT"`).
+        runtime: &'static str,
+        /// Every place looked in, each with why it failed.
+        tried: Vec<String>,
+    },
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {

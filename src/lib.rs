@@ -8,6 +8,7 @@ mod cpu;
 mod dtype;
 mod error;
 pub mod image;
+pub mod runtime;
 pub mod tensor;
 
 pub use convert::{

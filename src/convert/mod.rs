@@ -1,10 +1,12 @@
 //! Conversion requests and their plan: what [`ImageProcessor`](crate::ImageProcessor)
 //! executes on every backend.
 
+mod input;
 mod options;
 pub mod plan;
 mod processor;
 
+pub use input::{ModelInput, TensorLayout};
 pub use options::{
     ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
     Quantize, Rotation,
