@@ -197,7 +197,8 @@ fn bound_pin_is_read_in_place_with_no_copy() {
     // thread (rayon's injector allocates a queue block every few dozen jobs, which
     // tests/cpu_alloc.rs bounds separately); LiteRT's own C++ heap is not Rust's.
     proc.set_parallel(false);
-    proc.convert_with(&frames[0], &mut tensor, &options).unwrap();
+    proc.convert_with(&frames[0], &mut tensor, &options)
+        .unwrap();
     let before = compiled.stats();
     let warm = allocations();
     for i in 0..1000 {
