@@ -15,13 +15,15 @@ mod blazeface;
 mod common;
 #[path = "common/reference.rs"]
 mod reference;
+#[path = "../examples/common/yuv.rs"]
+mod yuv;
 
 use blazeface::Detection;
 use common::litert::{astronaut, environment, face_model};
 use pinframe::runtime::litert::{Accelerator, CompiledModel, Model};
 use pinframe::{
-    Backend, ConvertInfo, ConvertOptions, Fit, ImageLayout, ImageProcessor, Memory, Normalize,
-    PixelFormat, Tensor,
+    Backend, ConvertInfo, ConvertOptions, Fit, ImageProcessor, Memory, Normalize, PixelFormat,
+    Tensor,
 };
 
 /// Score difference allowed between the two preprocessings.
@@ -29,74 +31,6 @@ const SCORE_TOLERANCE: f32 = 0.005;
 /// Box corner and keypoint difference allowed, in model-input pixels (of 128; one is 4
 /// camera pixels here).
 const POSITION_TOLERANCE: f32 = 0.1;
-
-/// BT.601 limited-range Y'CbCr of an RGB pixel, from the standard's formulas (the
-/// colorimetry pinframe's `Auto` picks for a frame under 720 lines).
-fn ycbcr(rgb: [f64; 3]) -> [f64; 3] {
-    let [r, g, b] = rgb;
-    let y = 0.299 * r + 0.587 * g + 0.114 * b;
-    [
-        16.0 + 219.0 / 255.0 * y,
-        128.0 + 224.0 / 255.0 * (b - y) / 1.772,
-        128.0 + 224.0 / 255.0 * (r - y) / 1.402,
-    ]
-}
-
-fn byte(v: f64) -> u8 {
-    v.round().clamp(0.0, 255.0) as u8
-}
-
-/// The camera frame: the photo's top 512x384 (4:3, the face in it) as YUYV or NV12, its
-/// chroma the mean of each 2x1 / 2x2 block.
-fn camera_frame(rgb: &image::RgbImage, format: PixelFormat) -> (ImageLayout, Vec<u8>) {
-    let (w, h) = (512u32, 384u32);
-    let layout = ImageLayout::new(w, h, format).unwrap();
-    let px = |x: u32, y: u32| rgb.get_pixel(x, y).0.map(f64::from);
-    let mut out = vec![0u8; layout.required_len(0)];
-    let p = layout.planes().to_vec();
-    let chroma = |xs: &[(u32, u32)]| {
-        let mut s = [0.0; 3];
-        for &(x, y) in xs {
-            let c = px(x, y);
-            for i in 0..3 {
-                s[i] += c[i] / xs.len() as f64;
-            }
-        }
-        ycbcr(s)
-    };
-    match format {
-        PixelFormat::Yuyv => {
-            for y in 0..h {
-                for x in (0..w).step_by(2) {
-                    let c = chroma(&[(x, y), (x + 1, y)]);
-                    let o = p[0].offset + y as usize * p[0].stride + x as usize * 2;
-                    out[o] = byte(ycbcr(px(x, y))[0]);
-                    out[o + 1] = byte(c[1]);
-                    out[o + 2] = byte(ycbcr(px(x + 1, y))[0]);
-                    out[o + 3] = byte(c[2]);
-                }
-            }
-        }
-        PixelFormat::Nv12 => {
-            for y in 0..h {
-                for x in 0..w {
-                    out[p[0].offset + y as usize * p[0].stride + x as usize] =
-                        byte(ycbcr(px(x, y))[0]);
-                }
-            }
-            for y in (0..h).step_by(2) {
-                for x in (0..w).step_by(2) {
-                    let c = chroma(&[(x, y), (x + 1, y), (x, y + 1), (x + 1, y + 1)]);
-                    let o = p[1].offset + (y / 2) as usize * p[1].stride + x as usize;
-                    out[o] = byte(c[1]);
-                    out[o + 1] = byte(c[2]);
-                }
-            }
-        }
-        f => panic!("{f}: not a test camera format"),
-    }
-    (layout, out)
-}
 
 struct Detector {
     compiled: CompiledModel,
@@ -200,7 +134,7 @@ fn face_detector_on_a_photograph_matches_an_independent_preprocessing() {
 
     let mut worst = (0.0f32, 0.0f32);
     for format in [PixelFormat::Yuyv, PixelFormat::Nv12] {
-        let (layout, bytes) = camera_frame(&rgb, format);
+        let (layout, bytes) = yuv::encode(&rgb, 512, 384, format);
         // The independent preprocessing: the f64 reference of the same frame, normalised.
         let want = reference::reference(
             std::slice::from_ref(&bytes),
