@@ -4,6 +4,7 @@ use std::fmt;
 
 /// The element type of a tensor, as a value (see [`Element`] for the type-level side).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DType {
     /// `u8`
     U8,

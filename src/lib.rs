@@ -8,16 +8,18 @@ mod cpu;
 mod dtype;
 mod error;
 pub mod image;
+mod processor;
 pub mod runtime;
 pub mod tensor;
 
 pub use convert::{
-    Backend, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, ImageProcessor,
-    Interpolation, Normalize, ProcessorStats, Quantize, Rotation,
+    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
+    Quantize, Rotation,
 };
 pub use dtype::{DType, Element};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
+pub use processor::{Backend, ImageProcessor, ProcessorStats};
 pub use tensor::{
     Access, HostPin, MapGuard, MapGuardMut, Memory, Tensor, cpu_mapping_shared,
     with_cpu_mappings_excluded,
@@ -26,7 +28,6 @@ pub use tensor::{
 #[cfg(feature = "gl")]
 mod gl;
 #[cfg(feature = "gl")]
-pub use gl::{
-    EglPlatform, GlConfig, GlImageCounters, GlInfo, GlStats, PLATFORM_ENV as EGL_PLATFORM_ENV,
-    gl_image_counters,
-};
+pub use gl::{EglPlatform, GlConfig, GlInfo, GlStats, PLATFORM_ENV as EGL_PLATFORM_ENV};
+#[cfg(feature = "testing")]
+pub mod testing;

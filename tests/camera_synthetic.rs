@@ -59,7 +59,7 @@ fn holding_every_buffer_is_an_error_and_dropping_one_recovers() {
     );
     assert_eq!(cam.held_buffers(), 3);
     let err = cam.next_frame().unwrap_err();
-    assert!(matches!(err, Error::Camera(_)), "{err}");
+    assert!(matches!(err, Error::AllBuffersHeld { .. }), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("all 3 capture buffers are held"), "{msg}");
     let mut held = held;

@@ -564,7 +564,7 @@ fn tensors_convert_like_buffers() {
     // A two-buffer NV12 source (V4L2's NM12), with padded strides.
     let src_layout = padded_layout(40, 30, PixelFormat::Nv12, true);
     let bufs = random_buffers(&src_layout, &mut rng, 0);
-    let mut src = Tensor::<u8>::with_layout(src_layout.clone(), Some(Memory::Heap)).unwrap();
+    let mut src = Tensor::<u8>::with_layout(src_layout, Some(Memory::Heap)).unwrap();
     {
         let mut m = src.map_mut().unwrap();
         for (i, b) in bufs.iter().enumerate() {
@@ -580,7 +580,7 @@ fn tensors_convert_like_buffers() {
     };
     let mut proc = processor();
     let info = proc.convert_with(&src, &mut dst, &o).unwrap();
-    let dst_layout = dst.layout().unwrap().clone();
+    let dst_layout = *dst.layout().unwrap();
     let mut expected = vec![half::f16::ZERO; dst_layout.required_len(0) / 2];
     let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
     let info2 = proc

@@ -522,7 +522,7 @@ fn a_gl_processor_moves_between_threads() {
     // during each call, so it follows the processor.
     assert!(diff(&run::<u8>(&mut g, &bufs, &src, &dst, &o), &want, &dst) <= TOLERANCE);
     for _ in 0..2 {
-        let (bufs, src, dst, want) = (bufs.clone(), src.clone(), dst.clone(), want.clone());
+        let (bufs, src, dst, want) = (bufs.clone(), src, dst, want.clone());
         g = std::thread::spawn(move || {
             let got = run::<u8>(&mut g, &bufs, &src, &dst, &ConvertOptions::default());
             assert!(diff(&got, &want, &dst) <= TOLERANCE);

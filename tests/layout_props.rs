@@ -33,6 +33,7 @@ fn plane_geometry(w: u64, h: u64, f: PixelFormat, d: DType, i: usize) -> (u64, u
         (FormatFamily::PlanarYuv420, _) => (cw, ch),
         (FormatFamily::Grey, _) | (FormatFamily::PlanarRgb, _) => (w * d.size() as u64, h),
         (FormatFamily::PackedRgb, _) => (w * f.channels() as u64 * d.size() as u64, h),
+        (family, _) => panic!("no reference geometry for {family:?}: add it here"),
     }
 }
 

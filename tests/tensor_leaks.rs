@@ -6,7 +6,7 @@ mod common;
 use std::sync::Mutex;
 
 use common::tensor_checks::{cycles_leave_no_trace, mapping_lines};
-use pinframe::tensor::live_cpu_mappings;
+use pinframe::testing::live_cpu_mappings;
 use pinframe::{Memory, Tensor};
 
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -14,9 +14,10 @@ use std::sync::Mutex;
 
 use common::skip_unless_vm;
 use pinframe::tensor::DmaRoute;
+use pinframe::testing::gl_image_counters;
 use pinframe::{
     Backend, ConvertOptions, Element, Fit, ImageLayout, ImageProcessor, Memory, Normalize,
-    PixelFormat, Tensor, gl_image_counters,
+    PixelFormat, Tensor,
 };
 use reference::{Readback, Rng};
 
@@ -94,7 +95,7 @@ fn fill_random(t: &mut Tensor<u8>, rng: &mut Rng) {
 
 /// Largest element difference (u8 steps, or 1/255 for floats) over the image rows.
 fn max_diff<T: Readback>(a: &Tensor<T>, b: &Tensor<T>) -> f64 {
-    let l = a.layout().unwrap().clone();
+    let l = *a.layout().unwrap();
     let (ma, mb) = (a.map().unwrap(), b.map().unwrap());
     let (ba, bb) = (ma.buffer_bytes(0), mb.buffer_bytes(0));
     let e = std::mem::size_of::<T>();
@@ -149,8 +150,7 @@ fn dma_sources_are_imported_and_destinations_rendered_into() {
         };
         // A u8 RGBA destination and a normalised planar f32 one, both dma-bufs.
         let mut d8 = drm_image::<u8>(aligned(64, 64, PixelFormat::Rgba, pinframe::DType::U8));
-        let mut r8 =
-            Tensor::<u8>::with_layout(d8.layout().unwrap().clone(), Some(Memory::Heap)).unwrap();
+        let mut r8 = Tensor::<u8>::with_layout(*d8.layout().unwrap(), Some(Memory::Heap)).unwrap();
         g.convert_with(&src, &mut d8, &o).unwrap();
         c.convert_with(&src, &mut r8, &o).unwrap();
         let d = max_diff(&d8, &r8);
@@ -166,8 +166,7 @@ fn dma_sources_are_imported_and_destinations_rendered_into() {
             PixelFormat::PlanarRgb,
             pinframe::DType::F32,
         ));
-        let mut rf =
-            Tensor::<f32>::with_layout(df.layout().unwrap().clone(), Some(Memory::Heap)).unwrap();
+        let mut rf = Tensor::<f32>::with_layout(*df.layout().unwrap(), Some(Memory::Heap)).unwrap();
         g.convert_with(&src, &mut df, &of).unwrap();
         c.convert_with(&src, &mut rf, &of).unwrap();
         let d = max_diff(&df, &rf);
@@ -327,7 +326,7 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
         let x_tiled = (1u64 << 56) | 1;
         let mut src = drm_image::<u8>(aligned(64, 32, PixelFormat::Yuyv, pinframe::DType::U8));
         fill_random(&mut src, &mut rng);
-        let l = src.layout().unwrap().clone().with_modifier(x_tiled);
+        let l = (*src.layout().unwrap()).with_modifier(x_tiled);
         src.set_layout(l).unwrap();
         let mut d = Tensor::<u8>::image(32, 32, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
         let mut r = Tensor::<u8>::image(32, 32, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
@@ -400,7 +399,7 @@ fn awkward_pitches_and_offsets_import_or_fall_back_without_leaks() {
             .unwrap(),
         ];
         for l in cases {
-            let mut src = drm_image::<u8>(l.clone());
+            let mut src = drm_image::<u8>(l);
             fill_random(&mut src, &mut rng);
             let mut d = Tensor::<u8>::image(24, 24, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
             let mut r = Tensor::<u8>::image(24, 24, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
@@ -456,7 +455,7 @@ fn camera_frames_go_to_a_dma_buf_tensor_without_copies() {
             fmt.stride as usize,
         )
         .unwrap();
-        let pool: Vec<Tensor<u8>> = (0..4).map(|_| drm_image(layout.clone())).collect();
+        let pool: Vec<Tensor<u8>> = (0..4).map(|_| drm_image(layout)).collect();
         let fd = dev.handle().fd();
         let ioctl = |code, arg: *mut std::ffi::c_void| {
             // SAFETY: every call below passes a pointer to the matching, initialised v4l2

@@ -43,6 +43,7 @@ pub use v4l2::{DeviceFormat, list_formats};
 
 /// How capture buffers are allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum BufferMode {
     /// [`Dmabuf`](BufferMode::Dmabuf) when pinframe can allocate DMA memory here, else
     /// [`Mmap`](BufferMode::Mmap) (the fallback is logged and visible in
@@ -209,6 +210,7 @@ impl CameraConfig {
 
 /// What a camera delivers, as the driver (or the synthetic camera) chose it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CaptureFormat {
     /// The pixel format.
     pub format: PixelFormat,
@@ -292,6 +294,7 @@ enum Inner {
 
 /// Counters of what a camera delivered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CameraStats {
     /// Frames handed out.
     pub frames: u64,
@@ -391,9 +394,11 @@ impl Camera {
 
     /// Waits (up to the configured timeout) for the next frame.
     ///
-    /// Errors: every buffer is held by undropped frames ([`Error::Camera`], at once, never
-    /// blocking), no frame within the timeout, or the device reported an error or
-    /// vanished.
+    /// Errors, by [`kind`](crate::Error::kind): every buffer is held by undropped frames
+    /// ([`Error::AllBuffersHeld`], at once, never blocking: drop a frame and ask again), no
+    /// frame within the timeout ([`Error::Timeout`]: ask again), the device vanished
+    /// ([`Error::Disconnected`]: reopen it when it is back) or the driver failed the
+    /// stream ([`Error::Device`]: reopen).
     pub fn next_frame(&mut self) -> Result<Frame> {
         self.next_frame_timeout(self.timeout)
     }
@@ -403,15 +408,11 @@ impl Camera {
         {
             let state = self.shared.lock();
             if let Some(e) = &state.error {
-                return Err(Error::Camera(e.clone()));
+                return Err(Error::Device(e.clone()));
             }
             let n = state.slots.len();
             if state.slots.iter().all(|s| s.held) {
-                return Err(Error::Camera(format!(
-                    "all {n} capture buffers are held by frames that have not been dropped; \
-                     drop a Frame (which gives its buffer back) before asking for the next \
-                     one, or open the camera with more buffers"
-                )));
+                return Err(Error::AllBuffersHeld { buffers: n });
             }
         }
         let captured = match &mut self.inner {

@@ -134,24 +134,22 @@ impl Pattern {
                 }
             }
             let mut tensor = tensor.ok_or_else(|| {
-                Error::Camera(format!(
+                Error::InvalidArgument(format!(
                     "synthetic camera: cannot allocate frame buffers: {}",
                     errors.join("; ")
                 ))
             })?;
-            let layout = tensor
+            let layout = (*tensor
                 .layout()
-                .ok_or_else(|| Error::Camera("image tensor without a layout".into()))?
-                .clone()
-                .with_colorimetry(Some(Colorimetry::BT601_LIMITED));
+                .ok_or_else(|| Error::InvalidArgument("image tensor without a layout".into()))?)
+            .with_colorimetry(Some(Colorimetry::BT601_LIMITED));
             tensor.set_layout(layout)?;
             slots.push(Slot::new(tensor, [0; 3], Vec::new()));
         }
-        let layout = slots[0]
+        let layout = *slots[0]
             .tensor
             .layout()
-            .ok_or_else(|| Error::Camera("image tensor without a layout".into()))?
-            .clone();
+            .ok_or_else(|| Error::InvalidArgument("image tensor without a layout".into()))?;
         let mode = if used == Some(Memory::Dma) {
             BufferMode::Dmabuf
         } else {
@@ -204,12 +202,12 @@ impl Pattern {
         let index = (0..n)
             .map(|i| (self.next_slot + i) % n)
             .find(|&i| !state.slots[i].held)
-            .ok_or_else(|| Error::Camera(format!("all {n} synthetic frame buffers are held")))?;
+            .ok_or(Error::AllBuffersHeld { buffers: n })?;
         let t = self.sequence;
         self.fill_rows(t);
         let slot = &mut state.slots[index];
         let tensor = Arc::get_mut(&mut slot.tensor).ok_or_else(|| {
-            Error::Camera("a free synthetic frame buffer is still referenced".into())
+            Error::InvalidArgument("a free synthetic frame buffer is still referenced".into())
         })?;
         self.draw(tensor, t)?;
         slot.held = true;
@@ -253,10 +251,9 @@ impl Pattern {
     }
 
     fn draw(&self, tensor: &mut Tensor<u8>, t: u32) -> Result<()> {
-        let layout = tensor
+        let layout = *tensor
             .layout()
-            .ok_or_else(|| Error::Camera("frame tensor without a layout".into()))?
-            .clone();
+            .ok_or_else(|| Error::InvalidArgument("frame tensor without a layout".into()))?;
         let planes = layout.planes().to_vec();
         let mut map = tensor.map_mut()?;
         let bytes = map.buffer_bytes_mut(0);
@@ -334,7 +331,7 @@ mod tests {
         for t in 0..5u32 {
             let frame = cam.next_frame().unwrap();
             assert_eq!(frame.sequence(), t);
-            let layout = frame.layout().unwrap().clone();
+            let layout = *frame.layout().unwrap();
             let map = frame.map().unwrap();
             let bytes = map.buffer_bytes(0);
             let p = layout.planes();

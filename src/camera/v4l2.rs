@@ -15,6 +15,7 @@ use crate::{DType, Error, Result};
 
 /// One format a V4L2 device offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceFormat {
     /// The V4L2 fourcc.
     pub fourcc: u32,
@@ -69,7 +70,7 @@ impl Caps {
     fn query(fd: BorrowedFd<'_>, path: &Path) -> Result<Caps> {
         let cap = ioctl::querycap(fd).map_err(|e| {
             if e.raw_os_error() == Some(libc::ENOTTY) {
-                Error::Camera(format!("{} is not a V4L2 device", path.display()))
+                Error::InvalidArgument(format!("{} is not a V4L2 device", path.display()))
             } else {
                 Error::io(format!("VIDIOC_QUERYCAP on {}", path.display()), e)
             }
@@ -84,14 +85,14 @@ impl Caps {
         } else if caps & sys::V4L2_CAP_VIDEO_CAPTURE_MPLANE != 0 {
             sys::v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE
         } else {
-            return Err(Error::Camera(format!(
+            return Err(Error::Unsupported(format!(
                 "{} ({}) is not a video capture device (device caps {caps:#x})",
                 path.display(),
                 c_string(&cap.card)
             )));
         };
         if caps & sys::V4L2_CAP_STREAMING == 0 {
-            return Err(Error::Camera(format!(
+            return Err(Error::Unsupported(format!(
                 "{} ({}) does not support streaming I/O",
                 path.display(),
                 c_string(&cap.card)
@@ -230,10 +231,9 @@ impl Queue {
         };
         if self.is_dmabuf() {
             for b in 0..slot.tensor.buffer_count() {
-                let fd = slot
-                    .tensor
-                    .buffer_fd(b)
-                    .ok_or_else(|| Error::Camera("DMABUF capture buffer without an fd".into()))?;
+                let fd = slot.tensor.buffer_fd(b).ok_or_else(|| {
+                    Error::InvalidFd("DMABUF capture buffer without an fd".into())
+                })?;
                 io.fds[b] = fd.as_raw_fd();
                 io.lengths[b] = slot.lengths[b];
             }
@@ -393,7 +393,7 @@ impl Stream {
         let queue = shared
             .queue
             .as_ref()
-            .ok_or_else(|| Error::Camera("camera has no device queue".into()))?;
+            .ok_or_else(|| Error::Device("camera has no device queue".into()))?;
         let deadline = Instant::now() + timeout;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -406,19 +406,21 @@ impl Stream {
                 queue.num_planes,
             )
             .map_err(|e| match e.raw_os_error() {
-                Some(libc::ENODEV) => Error::Camera(format!("camera {} vanished", self.path)),
+                Some(libc::ENODEV) => {
+                    Error::Disconnected(format!("camera {} vanished (ENODEV)", self.path))
+                }
                 _ => Error::io(format!("VIDIOC_DQBUF on camera {}", self.path), e),
             })?;
             let Some(io) = got else {
                 if revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                    return Err(Error::Camera(format!(
+                    return Err(Error::Disconnected(format!(
                         "camera {} reported an error (poll revents {revents:#x}): the device \
                          stopped streaming or vanished",
                         self.path
                     )));
                 }
                 if remaining.is_zero() {
-                    return Err(Error::Camera(format!(
+                    return Err(Error::Timeout(format!(
                         "no frame from camera {} within {:?}",
                         self.path, timeout
                     )));
@@ -428,7 +430,7 @@ impl Stream {
             let mut state = shared.lock();
             let index = io.index as usize;
             let Some(slot) = state.slots.get_mut(index) else {
-                return Err(Error::Camera(format!(
+                return Err(Error::Device(format!(
                     "camera {} returned buffer index {index}, beyond its {} buffers",
                     self.path,
                     state.slots.len()
@@ -516,15 +518,15 @@ fn apply_data_offsets(slot: &mut Slot, layout: &mut ImageLayout, io: &BufferIo) 
         &wanted,
     )
     .map_err(|e| {
-        Error::Camera(format!(
+        Error::Device(format!(
             "the driver's plane data offsets give a bad layout: {e}"
         ))
     })?
     .with_colorimetry(base.colorimetry());
     let tensor = Arc::get_mut(&mut slot.tensor).ok_or_else(|| {
-        Error::Camera("a dequeued capture buffer is still referenced by a frame".into())
+        Error::Device("a dequeued capture buffer is still referenced by a frame".into())
     })?;
-    tensor.set_layout(new.clone())?;
+    tensor.set_layout(new)?;
     *base = new;
     Ok(())
 }
@@ -800,7 +802,7 @@ fn request(fd: BorrowedFd<'_>, buf_type: u32, memory: u32, count: u32, dev: &str
         )
     })?;
     if granted == 0 {
-        return Err(Error::Camera(format!("camera {dev} granted no buffers")));
+        return Err(Error::Device(format!("camera {dev} granted no buffers")));
     }
     Ok(granted.min(super::MAX_BUFFERS) as usize)
 }
@@ -829,7 +831,7 @@ fn mmap_slots(
             );
         }
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
-        let tensor = Tensor::<u8>::import_planes(&borrowed, format.layout.clone())?;
+        let tensor = Tensor::<u8>::import_planes(&borrowed, format.layout)?;
         // The tensor holds its own duplicates; `fds` close here.
         slots.push(Slot::new(tensor, [0; 3], Vec::new()));
     }
@@ -878,18 +880,19 @@ fn allocate_dmabuf(
             None => Tensor::<u8>::new(&[len], Some(Memory::Dma))?,
         };
         let actual = t.buffer_len(0).unwrap_or(len);
-        *length = u32::try_from(actual)
-            .map_err(|_| Error::Camera(format!("capture buffer of {actual} bytes is too large")))?;
+        *length = u32::try_from(actual).map_err(|_| {
+            Error::Unsupported(format!("capture buffer of {actual} bytes is too large"))
+        })?;
         backing.push(t);
     }
     let fds: Vec<BorrowedFd<'_>> = backing
         .iter()
         .map(|t| {
             t.fd()
-                .ok_or_else(|| Error::Camera("DMA tensor without an fd".into()))
+                .ok_or_else(|| Error::InvalidFd("DMA tensor without an fd".into()))
         })
         .collect::<Result<_>>()?;
-    let tensor = Tensor::<u8>::import_planes(&fds, format.layout.clone())?;
+    let tensor = Tensor::<u8>::import_planes(&fds, format.layout)?;
     Ok(Slot::new(tensor, lengths, backing))
 }
 

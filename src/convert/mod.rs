@@ -1,10 +1,9 @@
 //! Conversion requests and their plan: what [`ImageProcessor`](crate::ImageProcessor)
-//! executes on every backend.
+//! executes on every backend. A leaf: it knows images and options, no backend.
 
 mod input;
 mod options;
 pub mod plan;
-mod processor;
 
 pub use input::{ModelInput, TensorLayout};
 pub use options::{
@@ -12,4 +11,3 @@ pub use options::{
     Quantize, Rotation,
 };
 pub use plan::{Plan, SourceChannels, Taps};
-pub use processor::{Backend, ImageProcessor, ProcessorStats};

@@ -328,6 +328,7 @@ pub struct ConvertOptions {
 /// What a conversion did, so results (e.g. detection boxes) can be mapped back to
 /// source pixels.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ConvertInfo {
     /// Destination pixels per oriented source pixel, horizontally and vertically (the
     /// oriented source is the crop after flip and rotation; for a letterbox both are

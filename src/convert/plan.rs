@@ -55,6 +55,7 @@ pub const RGB_TO_GREY: [f64; 3] = [0.299, 0.587, 0.114];
 
 /// What the interpolated source channels `s[0..3]` hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SourceChannels {
     /// Y, U (Cb), V (Cr), each 0..=255.
     Yuv,
@@ -425,6 +426,35 @@ impl Plan {
                 }
             }
         }
+    }
+
+    /// Checks that `src` and `dst` are the images this plan was made for (size, format
+    /// and, for the destination, element type). Every backend calls it before executing
+    /// a plan, so none can be handed a plan for other images.
+    pub fn check_layouts(&self, src: &ImageLayout, dst: &ImageLayout) -> Result<()> {
+        let src_ok = (src.width(), src.height(), src.format())
+            == (self.src_width, self.src_height, self.src_format);
+        let dst_ok = (dst.width(), dst.height(), dst.format(), dst.dtype())
+            == (
+                self.dst_width,
+                self.dst_height,
+                self.dst_format,
+                self.dst_dtype,
+            );
+        if src_ok && dst_ok {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "the plan is for {}x{} {} -> {}x{} {}/{} but the images are {src:?} -> {dst:?}; \
+             make a new plan for these layouts",
+            self.src_width,
+            self.src_height,
+            self.src_format,
+            self.dst_width,
+            self.dst_height,
+            self.dst_format,
+            self.dst_dtype
+        )))
     }
 
     /// What the conversion reports to the caller.

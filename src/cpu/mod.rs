@@ -184,7 +184,7 @@ impl CpuConverter {
         dst_layout: &ImageLayout,
         threads: Threads,
     ) -> Result<()> {
-        check_plan_matches(plan, src_layout, dst_layout)?;
+        plan.check_layouts(src_layout, dst_layout)?;
         let mut src_lens = [0usize; 4];
         if src.len() > src_lens.len() {
             return Err(Error::InvalidArgument(format!(
@@ -281,27 +281,6 @@ impl CpuConverter {
             }
         }
         Ok(())
-    }
-}
-
-fn check_plan_matches(plan: &Plan, src: &ImageLayout, dst: &ImageLayout) -> Result<()> {
-    let src_ok = (src.width(), src.height(), src.format())
-        == (plan.src_width, plan.src_height, plan.src_format);
-    let dst_ok = (dst.width(), dst.height(), dst.format())
-        == (plan.dst_width, plan.dst_height, plan.dst_format);
-    if src_ok && dst_ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument(format!(
-            "the plan is for {}x{} {} -> {}x{} {} but the images are {src:?} -> {dst:?}; \
-             make a new plan for these layouts",
-            plan.src_width,
-            plan.src_height,
-            plan.src_format,
-            plan.dst_width,
-            plan.dst_height,
-            plan.dst_format
-        )))
     }
 }
 

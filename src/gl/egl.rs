@@ -44,6 +44,7 @@ pub const PLATFORM_ENV: &str = "PINFRAME_EGL_PLATFORM";
 
 /// An EGL platform the GL backend can run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EglPlatform {
     /// GBM on a DRM render node (`/dev/dri/renderD*`): the usual choice on an embedded GPU.
     Gbm,
@@ -515,6 +516,7 @@ fn native_candidates(
 
 /// Facts about the GL backend's display and context, for `pinframe info` and logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GlInfo {
     /// The EGL platform in use.
     pub platform: EglPlatform,

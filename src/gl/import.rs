@@ -36,6 +36,7 @@ static DESTROYED_EXCLUDED: AtomicU64 = AtomicU64::new(0);
 
 /// Process-wide counts of the EGL images pinframe created and destroyed (a test hook
 /// for DESIGN.md invariants 1 and 5).
+#[cfg(feature = "testing")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GlImageCounters {
     /// `eglCreateImage` calls that returned an image.
@@ -47,6 +48,7 @@ pub struct GlImageCounters {
     pub destroyed_inside_guard: u64,
 }
 
+#[cfg(feature = "testing")]
 impl GlImageCounters {
     /// Images alive now.
     pub fn live(&self) -> u64 {
@@ -55,7 +57,7 @@ impl GlImageCounters {
 }
 
 /// The process-wide EGL image counters.
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub fn gl_image_counters() -> GlImageCounters {
     GlImageCounters {
         created: CREATED.load(Ordering::SeqCst),
@@ -148,7 +150,7 @@ pub(crate) fn import(
         // and then crashes the first draw (Mesa 22.3). Refuse those up front.
         let exporter = dma_buf_exporter(fd);
         if exporter.as_deref() != Some("drm") {
-            return Err(Error::Unsupported(format!(
+            return Err(Error::ImportRefused(format!(
                 "kms_swrast cannot map a dma-buf exported by {}; only DRM (GBM/dumb) buffers are imported",
                 exporter.as_deref().unwrap_or("an unknown exporter")
             )));
@@ -229,7 +231,7 @@ pub(crate) fn import(
             .get_error()
             .map(|e| e.native())
             .unwrap_or(0);
-        return Err(Error::Gl(format!(
+        return Err(Error::ImportRefused(format!(
             "the driver refused to import the dma-buf as a {}x{} {} image (offset {}, pitch {}, modifier {:#x}): EGL error {code:#x}",
             spec.width,
             spec.height,

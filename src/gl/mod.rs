@@ -26,12 +26,11 @@
 
 mod cache;
 mod egl;
-mod import;
+pub(crate) mod import;
 mod program;
 mod render;
 
 pub use egl::{EglPlatform, GlInfo, PLATFORM_ENV};
-pub use import::{GlImageCounters, gl_image_counters};
 
 use std::os::fd::BorrowedFd;
 
@@ -49,6 +48,7 @@ use render::{Draw, Renderer, TargetShape};
 
 /// Counters of the GL backend's work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GlStats {
     /// Conversions drawn.
     pub draws: u64,
@@ -183,9 +183,9 @@ impl GlBackend {
         src: &Tensor<u8>,
         dst: &mut Tensor<T>,
     ) -> Result<()> {
-        let src_layout = image_layout(src.layout(), "source")?.clone();
-        let dst_layout = image_layout(dst.layout(), "destination")?.clone();
-        check_plan(plan, &src_layout, &dst_layout)?;
+        let src_layout = *image_layout(src.layout(), "source")?;
+        let dst_layout = *image_layout(dst.layout(), "destination")?;
+        plan.check_layouts(&src_layout, &dst_layout)?;
         let shape = render::target_shape(&dst_layout)?;
         let specs = render::source_textures(&src_layout)?;
         self.prepare_draw(plan);
@@ -291,7 +291,7 @@ impl GlBackend {
         dst_layout: &ImageLayout,
         dst: &mut [&mut [u8]],
     ) -> Result<()> {
-        check_plan(plan, src_layout, dst_layout)?;
+        plan.check_layouts(src_layout, dst_layout)?;
         let shape = render::target_shape(dst_layout)?;
         render::source_textures(src_layout)?;
         self.prepare_draw(plan);
@@ -342,30 +342,6 @@ fn image_layout<'a>(l: Option<&'a ImageLayout>, what: &str) -> Result<&'a ImageL
             "the {what} tensor has no image layout (create it with Tensor::image or with_layout)"
         ))
     })
-}
-
-fn check_plan(plan: &Plan, src: &ImageLayout, dst: &ImageLayout) -> Result<()> {
-    if (plan.src_width, plan.src_height, plan.src_format)
-        != (src.width(), src.height(), src.format())
-        || (
-            plan.dst_width,
-            plan.dst_height,
-            plan.dst_format,
-            plan.dst_dtype,
-        ) != (dst.width(), dst.height(), dst.format(), dst.dtype())
-    {
-        return Err(Error::InvalidArgument(format!(
-            "the plan was made for {}x{} {} -> {}x{} {}/{}, not {src:?} -> {dst:?}",
-            plan.src_width,
-            plan.src_height,
-            plan.src_format,
-            plan.dst_width,
-            plan.dst_height,
-            plan.dst_format,
-            plan.dst_dtype
-        )));
-    }
-    Ok(())
 }
 
 /// Destination bytes by buffer index.
@@ -425,7 +401,7 @@ fn import_source(
         match cache.get(&key) {
             Lookup::Hit(i) => out.push(i.texture),
             Lookup::Refused => {
-                return Err(Error::Unsupported(format!(
+                return Err(Error::ImportRefused(format!(
                     "the driver refused this buffer before ({:?})",
                     spec
                 )));
@@ -487,7 +463,7 @@ fn import_target<T: Element>(
     let key = ImageKey::new(fd, spec)?;
     match cache.get(&key) {
         Lookup::Hit(i) => Ok(i.fbo.map(|f| (f, false))),
-        Lookup::Refused => Err(Error::Unsupported(
+        Lookup::Refused => Err(Error::ImportRefused(
             "the driver refused this destination before".into(),
         )),
         Lookup::Miss => {

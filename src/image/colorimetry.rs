@@ -7,6 +7,7 @@ use crate::{Error, Result};
 
 /// The YCbCr matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Matrix {
     /// ITU-R BT.601 (SD).
     Bt601,

@@ -26,6 +26,7 @@ pub fn fourcc_to_string(code: u32) -> String {
 
 /// How a format's samples are arranged in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FormatFamily {
     /// 4:2:2 YUV, two pixels in one 4-byte macropixel (YUYV, UYVY, YVYU, VYUY).
     PackedYuv422,
@@ -44,6 +45,7 @@ pub enum FormatFamily {
 /// A pixel format. Names and fourccs follow V4L2 and DRM; [`PixelFormat::name`] is the
 /// lowercase spelling the CLI accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PixelFormat {
     /// Packed 4:2:2, bytes Y0 U Y1 V.
     Yuyv,

@@ -13,8 +13,11 @@ pub const DRM_FORMAT_MOD_INVALID: u64 = 0x00ff_ffff_ffff_ffff;
 /// The largest width or height pinframe accepts (V4L2 and GL limits are far below it).
 pub const MAX_DIMENSION: u32 = 1 << 16;
 
+/// The most planes any format has (Y, U, V).
+pub const MAX_PLANES: usize = 3;
+
 /// One plane of an image: which buffer holds it, where it starts, and its row pitch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Plane {
     /// Index of the buffer (fd) holding this plane; 0 unless the image spans several buffers.
     pub buffer: usize,
@@ -41,13 +44,19 @@ impl Plane {
 /// Every constructor checks the geometry (row pitch at least the row's bytes, element
 /// alignment, non-overlapping planes, no integer overflow); [`ImageLayout::validate_buffers`]
 /// then checks it against the real buffer sizes.
-#[derive(Clone, PartialEq, Eq, Hash)]
+///
+/// A layout is `Copy` (its planes live in a fixed-size array), so converting a frame
+/// never clones or allocates one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ImageLayout {
     width: u32,
     height: u32,
     format: PixelFormat,
     dtype: DType,
-    planes: Vec<Plane>,
+    /// The first `plane_count` entries are the planes; the rest stay `Plane::default()`
+    /// so that derived equality and hashing see only real planes.
+    planes: [Plane; MAX_PLANES],
+    plane_count: u8,
     modifier: u64,
     colorimetry: Option<Colorimetry>,
 }
@@ -211,12 +220,15 @@ impl ImageLayout {
                 }
             }
         }
+        let mut fixed = [Plane::default(); MAX_PLANES];
+        fixed[..planes.len()].copy_from_slice(planes);
         Ok(ImageLayout {
             width,
             height,
             format,
             dtype,
-            planes: planes.to_vec(),
+            planes: fixed,
+            plane_count: planes.len() as u8,
             modifier: DRM_FORMAT_MOD_LINEAR,
             colorimetry: None,
         })
@@ -271,7 +283,7 @@ impl ImageLayout {
     }
     /// The planes, in the format's plane order.
     pub fn planes(&self) -> &[Plane] {
-        &self.planes
+        &self.planes[..self.plane_count as usize]
     }
     /// The DRM format modifier.
     pub fn modifier(&self) -> u64 {
@@ -284,7 +296,7 @@ impl ImageLayout {
 
     /// Number of separate buffers the planes live in.
     pub fn buffer_count(&self) -> usize {
-        self.planes.iter().map(|p| p.buffer).max().unwrap_or(0) + 1
+        self.planes().iter().map(|p| p.buffer).max().unwrap_or(0) + 1
     }
 
     /// Samples (not bytes) per row of plane `i`: pixels, or chroma pairs/samples.
@@ -311,7 +323,7 @@ impl ImageLayout {
 
     /// Bytes buffer `buffer` must have: the end of its last plane's last row.
     pub fn required_len(&self, buffer: usize) -> usize {
-        (0..self.planes.len())
+        (0..self.planes().len())
             .filter(|&i| self.planes[i].buffer == buffer)
             .map(|i| self.plane_end(i))
             .max()
@@ -321,7 +333,7 @@ impl ImageLayout {
     /// Bytes of one buffer's allocation for this layout: every plane padded to whole
     /// rows of its stride (what an allocator should reserve).
     pub fn allocation_len(&self, buffer: usize) -> usize {
-        (0..self.planes.len())
+        (0..self.planes().len())
             .filter(|&i| self.planes[i].buffer == buffer)
             .map(|i| self.planes[i].offset + self.planes[i].stride * self.plane_height(i) as usize)
             .max()
@@ -374,7 +386,7 @@ impl fmt::Debug for ImageLayout {
             "ImageLayout({}x{} {}/{}",
             self.width, self.height, self.format, self.dtype
         )?;
-        for p in &self.planes {
+        for p in self.planes() {
             write!(f, " [buf {} @{} pitch {}]", p.buffer, p.offset, p.stride)?;
         }
         if self.modifier != DRM_FORMAT_MOD_LINEAR {

@@ -63,6 +63,7 @@ nix::ioctl_write_ptr!(drm_ioctl_gem_close, b'd', 0x09, DrmGemClose);
 
 /// Which route produced a self-allocated dma-buf.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DmaRoute {
     /// A dma-heap, by name (`/dev/dma_heap/<name>`).
     Heap(String),

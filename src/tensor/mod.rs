@@ -2,10 +2,10 @@
 
 mod dma;
 mod heap;
-mod pin;
+pub(crate) mod pin;
 mod shm;
 mod storage;
-mod sync;
+pub(crate) mod sync;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -19,11 +19,7 @@ pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, primary_nodes, render
 pub use heap::HEAP_ALIGNMENT;
 #[cfg(feature = "gl")]
 pub(crate) use pin::cpu_mappings_excluded_now;
-pub use pin::{
-    CpuMappingShared, HostPin, MmapOwner, cpu_mapping_shared, live_cpu_mappings,
-    with_cpu_mappings_excluded,
-};
-pub use sync::SyncCounts;
+pub use pin::{CpuMappingShared, HostPin, cpu_mapping_shared, with_cpu_mappings_excluded};
 
 use storage::BufferStorage;
 use sync::SyncPhase;
@@ -37,6 +33,7 @@ pub const DMA_ROW_ALIGNMENT: usize = 64;
 
 /// Where a tensor's bytes live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Memory {
     /// Process heap, 64-byte aligned. Not shareable with devices or other processes.
     Heap,
@@ -286,7 +283,7 @@ impl<T: Element> Tensor<T> {
                     Err(e) => {
                         log::debug!("image tensor: no DMA memory ({e}); using shm or heap");
                         let tight = tight()?;
-                        Self::with_layout(tight.clone(), Some(Memory::Shm))
+                        Self::with_layout(tight, Some(Memory::Shm))
                             .or_else(|_| Self::with_layout(tight, Some(Memory::Heap)))
                     }
                 }
@@ -524,8 +521,8 @@ impl<T: Element> Tensor<T> {
     }
 
     /// Sync ioctls issued on buffer 0 so far, by phase and direction (a test hook).
-    #[doc(hidden)]
-    pub fn dma_sync_counts(&self) -> SyncCounts {
+    #[cfg(feature = "testing")]
+    pub(crate) fn dma_sync_counts(&self) -> sync::SyncCounts {
         self.buffers[0].sync_counts()
     }
 }

@@ -52,13 +52,14 @@ pub(crate) fn cpu_mappings_excluded_now() -> bool {
 }
 
 /// The number of CPU mappings pinframe currently holds (each [`MmapOwner`] counts once).
+#[cfg(feature = "testing")]
 pub fn live_cpu_mappings() -> usize {
     LIVE_MAPPINGS.load(Ordering::SeqCst)
 }
 
 /// One `mmap` of a file descriptor, unmapped exactly once, by this owner's `Drop`. There is
 /// no other way to unmap it, so a mapping can never be released twice.
-pub struct MmapOwner {
+pub(crate) struct MmapOwner {
     ptr: NonNull<u8>,
     len: usize,
     writable: bool,
@@ -125,16 +126,6 @@ impl MmapOwner {
     /// Start of the mapping.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
-    }
-
-    /// Length of the mapping in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: empty mappings are never made.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// True if the mapping allows writes.

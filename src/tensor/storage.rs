@@ -7,7 +7,9 @@ use std::sync::{Mutex, OnceLock};
 use super::dma::PrimeAttachment;
 use super::heap::HeapBuffer;
 use super::pin::{CpuMappingShared, MmapOwner};
-use super::sync::{SyncCounters, SyncCounts, SyncPhase, dma_buf_sync};
+#[cfg(feature = "testing")]
+use super::sync::SyncCounts;
+use super::sync::{SyncCounters, SyncPhase, dma_buf_sync};
 use super::{Access, Memory};
 use crate::{Error, Result};
 
@@ -127,6 +129,7 @@ impl BufferStorage {
         Ok(())
     }
 
+    #[cfg(feature = "testing")]
     pub(crate) fn sync_counts(&self) -> SyncCounts {
         self.syncs.snapshot()
     }

@@ -59,6 +59,7 @@ pub(crate) fn dma_buf_sync(fd: BorrowedFd<'_>, phase: SyncPhase, access: Access)
 }
 
 /// How many sync ioctls a buffer has issued, by phase and direction.
+#[cfg(feature = "testing")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyncCounts {
     /// START syncs for read access.
@@ -75,6 +76,7 @@ pub struct SyncCounts {
     pub end_read_write: u64,
 }
 
+#[cfg(feature = "testing")]
 impl SyncCounts {
     /// All START syncs.
     pub fn starts(&self) -> u64 {
@@ -103,6 +105,7 @@ impl SyncCounters {
         self.0[slot].fetch_add(1, Ordering::Relaxed);
     }
 
+    #[cfg(feature = "testing")]
     pub(crate) fn snapshot(&self) -> SyncCounts {
         let v = |i: usize| self.0[i].load(Ordering::Relaxed);
         SyncCounts {

@@ -103,6 +103,7 @@ pub fn fetch(bufs: &[Vec<u8>], l: &ImageLayout, x: u32, y: u32) -> [f64; 3] {
         Bgra => [at(0, y, 4 * x + 2), at(0, y, 4 * x + 1), at(0, y, 4 * x)],
         PlanarRgb => [at(0, y, x), at(1, y, x), at(2, y, x)],
         PlanarBgr => [at(2, y, x), at(1, y, x), at(0, y, x)],
+        other => panic!("the reference has no model of {other} sources: add one here"),
     }
 }
 

@@ -99,7 +99,7 @@ pub fn cycles_leave_no_trace(memory: Memory, cycles: usize, make: impl Fn() -> T
     }
     let fds = open_fds();
     let maps = mapping_lines();
-    let live = pinframe::tensor::live_cpu_mappings();
+    let live = pinframe::testing::live_cpu_mappings();
     for i in 0..cycles {
         let mut t = make();
         assert_eq!(t.memory(), memory);
@@ -117,7 +117,7 @@ pub fn cycles_leave_no_trace(memory: Memory, cycles: usize, make: impl Fn() -> T
     }
     assert_eq!(open_fds(), fds, "open fds changed over {cycles} cycles");
     assert_eq!(
-        pinframe::tensor::live_cpu_mappings(),
+        pinframe::testing::live_cpu_mappings(),
         live,
         "live pinframe mappings changed over {cycles} cycles"
     );

@@ -1,7 +1,10 @@
 //! [`ImageProcessor`]: plans each conversion and runs it on a backend.
+//!
+//! It sits above both backends (`cpu/`, `gl/`), which only execute the
+//! [`Plan`](crate::convert::Plan) it hands them: picking a backend, counting what they did
+//! and falling back (counted, logged once) is decided here and nowhere else.
 
-use super::options::{ConvertInfo, ConvertOptions};
-use super::plan::Plan;
+use crate::convert::{ConvertInfo, ConvertOptions, Plan};
 use crate::cpu::{CpuConverter, Threads};
 use crate::image::{FormatFamily, ImageLayout, PixelFormat};
 use crate::tensor::Tensor;
@@ -9,6 +12,7 @@ use crate::{Element, Error, Result};
 
 /// Which backend an [`ImageProcessor`] runs conversions on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Backend {
     /// The best available: GL when it is usable, else the CPU (a fallback that is
     /// counted in [`ProcessorStats::cpu_fallbacks`]).
@@ -106,6 +110,7 @@ impl std::fmt::Display for Backend {
 /// Counters of what an [`ImageProcessor`] did. The CPU backend counts `frames`; the GL
 /// backend also fills in imports, cache hits, uploads, readbacks and CPU fallbacks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProcessorStats {
     /// Source or destination buffers imported into the GPU (new EGL images).
     pub imports: u64,
@@ -141,8 +146,6 @@ pub struct ImageProcessor {
     cpu: CpuConverter,
     threads: Threads,
     stats: ProcessorStats,
-    /// Recent destination layouts, kept to map destinations without cloning theirs.
-    dst_layouts: Vec<ImageLayout>,
 }
 
 impl ImageProcessor {
@@ -161,7 +164,7 @@ impl ImageProcessor {
             let resolved = match backend {
                 Backend::Auto | Backend::Cpu => Backend::Cpu,
                 Backend::Gl => {
-                    return Err(Error::Gl(
+                    return Err(Error::Unsupported(
                         "the GL backend is not available in this build (feature `gl`); use \
                          Backend::Cpu or Backend::Auto"
                             .into(),
@@ -221,7 +224,6 @@ impl ImageProcessor {
             cpu: CpuConverter::new(),
             threads: Threads::Pool,
             stats: ProcessorStats::default(),
-            dst_layouts: Vec::with_capacity(KEPT_DST_LAYOUTS),
         }
     }
 
@@ -345,20 +347,10 @@ impl ImageProcessor {
                     .into(),
             ));
         };
-        // The layout must outlive the mutable mapping of `dst`: convert against a kept
-        // copy, cloned only for a destination layout not seen recently, so steady-state
-        // conversions (even alternating between a few destinations) do not allocate.
-        let kept = match self.dst_layouts.iter().position(|l| l == layout) {
-            Some(i) => i,
-            None => {
-                if self.dst_layouts.len() == KEPT_DST_LAYOUTS {
-                    self.dst_layouts.remove(0);
-                }
-                self.dst_layouts.push(layout.clone());
-                self.dst_layouts.len() - 1
-            }
-        };
-        let dst_layout = &self.dst_layouts[kept];
+        // A copy (layouts are `Copy`): the mutable mapping of `dst` below must not borrow
+        // from `dst` itself.
+        let dst_layout = *layout;
+        let dst_layout = &dst_layout;
         let plan = Plan::new(src_layout, dst_layout, options)?;
         #[cfg(feature = "gl")]
         if let Some(r) = self.try_gl(|gl| gl.convert(&plan, src, dst)) {
@@ -366,7 +358,6 @@ impl ImageProcessor {
             self.stats.frames += 1;
             return Ok(plan.info());
         }
-        let dst_layout = &self.dst_layouts[kept];
         let count = src_layout.buffer_count();
         if count > MAX_SOURCE_BUFFERS {
             return Err(Error::InvalidLayout(format!(
@@ -392,9 +383,6 @@ impl ImageProcessor {
         Ok(plan.info())
     }
 }
-
-/// Destination layouts an [`ImageProcessor`] keeps (see `convert_with`).
-const KEPT_DST_LAYOUTS: usize = 8;
 
 /// Planes of a source live in at most this many buffers (one per plane).
 const MAX_SOURCE_BUFFERS: usize = 3;

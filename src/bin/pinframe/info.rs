@@ -1,0 +1,81 @@
+//! `pinframe info`: backends, EGL/GL driver, dma-buf formats, DMA memory routes, cameras.
+
+use std::path::Path;
+
+use pinframe::{Backend, ImageProcessor, Result};
+
+pub(crate) fn run() -> Result<()> {
+    println!("pinframe {}", env!("CARGO_PKG_VERSION"));
+    println!("backends:");
+    println!(
+        "  cpu: fused kernels on {} thread(s)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    #[cfg(feature = "gl")]
+    match ImageProcessor::with_backend(Backend::Gl) {
+        Ok(p) => {
+            let i = p.gl_info().expect("a GL processor has GL info");
+            println!("  gl: {i}");
+            println!(
+                "    EGL platform: {}, DRM node: {}",
+                i.platform,
+                i.node.as_deref().unwrap_or("-")
+            );
+            println!(
+                "    GLSL: {}; max texture size {}",
+                i.glsl_version, i.max_texture_size
+            );
+            println!("    EGL extensions: {}", i.egl_extensions.join(" "));
+            println!("    GL extensions: {}", i.gl_extensions.join(" "));
+            if i.dma_buf_import {
+                println!(
+                    "    dma-buf import formats: {}",
+                    i.dma_buf_formats.join(" ")
+                );
+            }
+        }
+        Err(e) => println!("  gl: unavailable: {e}"),
+    }
+    #[cfg(not(feature = "gl"))]
+    println!("  gl: not built (feature `gl`)");
+    let auto = ImageProcessor::new()?;
+    println!("  auto picks: {}", auto.backend());
+    println!("memory:");
+    println!(
+        "  dma-heaps tried: {}",
+        pinframe::tensor::dma_heap_order().join(", ")
+    );
+    let heaps: Vec<String> = std::fs::read_dir("/dev/dma_heap")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    println!(
+        "  dma-heaps present: {}",
+        if heaps.is_empty() {
+            "none".to_string()
+        } else {
+            heaps.join(", ")
+        }
+    );
+    println!(
+        "  udmabuf: {}",
+        if Path::new("/dev/udmabuf").exists() {
+            "present"
+        } else {
+            "absent"
+        }
+    );
+    let nodes = pinframe::tensor::render_nodes();
+    println!(
+        "  DRM render nodes: {}",
+        if nodes.is_empty() {
+            "none".to_string()
+        } else {
+            nodes.join(", ")
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! Test hooks: process-wide counters the test suites assert on (live CPU mappings, dma-buf
+//! sync ioctls, EGL images). Not part of the supported API: compiled only with the
+//! `testing` feature, which the crate's own tests turn on through a dev-dependency on
+//! itself.
+
+use crate::{Element, Tensor};
+
+pub use crate::tensor::sync::SyncCounts;
+
+pub use crate::tensor::pin::live_cpu_mappings;
+
+/// Sync ioctls issued on `tensor`'s buffer 0 so far, by phase and direction.
+pub fn dma_sync_counts<T: Element>(tensor: &Tensor<T>) -> SyncCounts {
+    tensor.dma_sync_counts()
+}
+
+#[cfg(feature = "gl")]
+pub use crate::gl::import::{GlImageCounters, gl_image_counters};
