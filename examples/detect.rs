@@ -236,11 +236,18 @@ fn run(args: &Args) -> Result<()> {
                 let info = proc.convert_with(&frame, &mut tensor, &options)?;
                 if i + 1 == args.frames && args.snapshot.is_some() {
                     // Keep the last camera frame to draw on.
-                    let mut copy = Tensor::<u8>::with_layout(
-                        frame.layout().unwrap().clone(),
-                        Some(Memory::Heap),
-                    )?;
-                    copy.map_mut()?.copy_from_slice(&frame.map()?);
+                    let layout = *frame
+                        .layout()
+                        .ok_or_else(|| Error::InvalidArgument("a frame without a layout".into()))?;
+                    let mut copy = Tensor::<u8>::with_layout(layout, Some(Memory::Heap))?;
+                    {
+                        let from = frame.map()?;
+                        let mut to = copy.map_mut()?;
+                        for b in 0..layout.buffer_count() {
+                            let n = layout.required_len(b);
+                            to.buffer_bytes_mut(b)[..n].copy_from_slice(&from.buffer_bytes(b)[..n]);
+                        }
+                    }
                     snapshot_frame = Some(copy);
                 }
                 info

@@ -238,7 +238,7 @@ fn binding_outlives_the_tensor_and_rebinding_replaces_the_buffer() {
         .image_layout()
         .unwrap();
     let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
-    let mut a = Tensor::<f32>::with_layout(layout.clone(), Some(Memory::Shm)).unwrap();
+    let mut a = Tensor::<f32>::with_layout(layout, Some(Memory::Shm)).unwrap();
     a.map_mut().unwrap().fill(0.25);
     assert_eq!(compiled.bind_input(0, &a).unwrap(), Binding::HostMemory);
     let address = a.pin_host().unwrap().as_ptr();
@@ -336,7 +336,7 @@ fn quantized_input_from_the_model_description() {
         let src = ImageLayout::new(64, 40, PixelFormat::Nv12).unwrap();
         let mut rng = Rng::new(k as u64 + 3);
         let bufs = random_buffers(&src, &mut rng, 0);
-        let mut frame = Tensor::<u8>::with_layout(src.clone(), Some(Memory::Heap)).unwrap();
+        let mut frame = Tensor::<u8>::with_layout(src, Some(Memory::Heap)).unwrap();
         frame.map_mut().unwrap().copy_from_slice(&bufs[0]);
         let want = reference(&bufs, &src, w, h, PixelFormat::Rgb, &options);
         let want = quantized_reference(&want, &normalize, &input.quantize.unwrap(), dtype);

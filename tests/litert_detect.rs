@@ -157,7 +157,7 @@ fn face_detector_on_a_photograph_matches_an_independent_preprocessing() {
             "{format}: the independent run found {expected:?}"
         );
 
-        let mut frame = Tensor::<u8>::with_layout(layout.clone(), Some(Memory::Heap)).unwrap();
+        let mut frame = Tensor::<u8>::with_layout(layout, Some(Memory::Heap)).unwrap();
         frame.map_mut().unwrap().copy_from_slice(&bytes);
         for &backend in &backends {
             let mut proc = ImageProcessor::with_backend(backend).unwrap();
