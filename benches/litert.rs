@@ -130,7 +130,7 @@ impl<T: Element> Case<T> {
     /// timed in process CPU time (the work, not the neighbours on a shared machine).
     fn interleaved(&mut self, n: usize) -> (Duration, Duration) {
         let (mut pin, mut copy) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        let mut timed = |f: &mut dyn FnMut()| {
+        let timed = |f: &mut dyn FnMut()| {
             let t = process_cpu_time();
             f();
             process_cpu_time() - t

@@ -96,7 +96,7 @@ fn main() -> ExitCode {
 
 /// Where frames come from.
 enum Source {
-    Camera(Camera),
+    Camera(Box<Camera>),
     /// One frame made from an image file, converted again every frame.
     Image(Tensor<u8>),
 }
@@ -107,7 +107,13 @@ fn open_source(args: &Args) -> Result<Source> {
             .map_err(|e| Error::InvalidArgument(format!("reading {}: {e}", path.display())))?
             .to_rgb8();
         let (w, h) = args.size.unwrap_or((rgb.width() & !1, rgb.height() & !1));
-        if w > rgb.width() || h > rgb.height() || w % 2 == 1 || h % 2 == 1 || w == 0 || h == 0 {
+        if w > rgb.width()
+            || h > rgb.height()
+            || !w.is_multiple_of(2)
+            || !h.is_multiple_of(2)
+            || w == 0
+            || h == 0
+        {
             return Err(Error::InvalidArgument(format!(
                 "--size {w}x{h}: the image is {}x{}; give even sizes inside it",
                 rgb.width(),
@@ -145,7 +151,7 @@ fn open_source(args: &Args) -> Result<Source> {
         Camera::synthetic(config)?
     };
     println!("camera: {} | {}", camera.name(), camera.format());
-    Ok(Source::Camera(camera))
+    Ok(Source::Camera(Box::new(camera)))
 }
 
 fn ms(d: Duration, n: u32) -> f64 {

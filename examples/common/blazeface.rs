@@ -126,12 +126,12 @@ pub fn decode(
             let d = scratch[i];
             if best.iou(&d) > MIN_SUPPRESSION_IOU {
                 weight += d.score;
-                for c in 0..4 {
-                    bbox[c] += d.bbox[c] * d.score;
+                for (sum, v) in bbox.iter_mut().zip(d.bbox) {
+                    *sum += v * d.score;
                 }
-                for k in 0..KEYPOINTS {
-                    keypoints[k][0] += d.keypoints[k][0] * d.score;
-                    keypoints[k][1] += d.keypoints[k][1] * d.score;
+                for (sum, k) in keypoints.iter_mut().zip(d.keypoints) {
+                    sum[0] += k[0] * d.score;
+                    sum[1] += k[1] * d.score;
                 }
             } else {
                 scratch[kept] = d;

@@ -30,7 +30,7 @@ pub fn encode(
     h: u32,
     format: PixelFormat,
 ) -> (ImageLayout, Vec<u8>) {
-    assert!(w % 2 == 0 && h % 2 == 0 && w <= rgb.width() && h <= rgb.height());
+    assert!(w.is_multiple_of(2) && h.is_multiple_of(2) && w <= rgb.width() && h <= rgb.height());
     let layout = ImageLayout::new(w, h, format)
         .unwrap()
         .with_colorimetry(Some(Colorimetry::BT601_LIMITED));

@@ -1329,7 +1329,7 @@ impl CompiledModel {
                         T::DTYPE
                     )));
                 }
-                if (*host as usize) % std::mem::align_of::<T>() != 0 {
+                if !(*host as usize).is_multiple_of(std::mem::align_of::<T>()) {
                     return Err(Error::InvalidArgument(format!(
                         "input {index}'s buffer at {host:p} is not aligned for {}",
                         T::DTYPE
