@@ -1082,12 +1082,17 @@ impl CompiledModel {
             s[first..].to_vec()
         };
         let model_shape: Vec<usize> = info.shape.iter().map(|&d| d as usize).collect();
-        if strip(tensor.shape()) != strip(&model_shape) {
+        // An image tensor's shape is its layout's (a DMA buffer given a layout afterwards
+        // with `set_layout` keeps its flat allocation shape).
+        let shape = tensor
+            .layout()
+            .map_or_else(|| tensor.shape().to_vec(), |l| l.shape());
+        if strip(&shape) != strip(&model_shape) {
             return Err(Error::InvalidArgument(format!(
                 "{} has shape {:?}; this tensor's is {:?}{}",
                 expected(),
                 info.shape,
-                tensor.shape(),
+                shape,
                 match info.image_input() {
                     Ok(i) => format!(
                         ": make it with Tensor::with_layout(ModelInput::image_layout()) ({} {}x{} {})",
