@@ -25,20 +25,23 @@ fn shm(len: usize) -> Tensor<u8> {
     Tensor::new(&[len], Some(Memory::Shm)).expect("memfd tensors work on every Linux")
 }
 
-/// True while the page at `addr` is mapped in this process.
+/// True while `addr` lies in a mapping of one of pinframe's memfds (read from
+/// /proc/self/maps, so that an unrelated mapping placed at the freed address afterwards, a
+/// new thread's stack say, does not count).
 fn is_mapped(addr: *const u8) -> bool {
-    let mut vec = [0u8; 1];
-    // SAFETY: mincore only reads the page tables for [addr, addr + 1 page) and writes one
-    // byte into `vec`; an unmapped range is reported as ENOMEM.
-    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, 4096, vec.as_mut_ptr()) };
-    if rc == 0 {
-        return true;
-    }
-    assert_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
-        Some(libc::ENOMEM)
-    );
-    false
+    let addr = addr as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().any(|line| {
+        let mut fields = line.split_whitespace();
+        let range = fields.next().unwrap_or("");
+        let path = fields.nth(4).unwrap_or("");
+        let Some((start, end)) = range.split_once('-') else {
+            return false;
+        };
+        let start = usize::from_str_radix(start, 16).unwrap_or(usize::MAX);
+        let end = usize::from_str_radix(end, 16).unwrap_or(0);
+        (start..end).contains(&addr) && path.starts_with("/memfd:pinframe")
+    })
 }
 
 /// Waits until `n` threads wait on the guard (a bound for failures, not an ordering).

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,12 +25,24 @@ static pinframe_tensor *shm_bytes(size_t n) {
   return t;
 }
 
-/* True while [addr, addr + 4096) is mapped in this process. */
-static int is_mapped(void *addr) {
-  unsigned char vec[1];
-  if (mincore(addr, 4096, vec) == 0) return 1;
-  CHECK(errno == ENOMEM);
-  return 0;
+/* True while addr lies in a mapping of one of pinframe's memfds (read from /proc/self/maps,
+ * so that an unrelated mapping placed at the freed address afterwards does not count). */
+static int is_mapped(const void *addr) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  CHECK(f != NULL);
+  char line[1024];
+  int found = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned long start = 0, end = 0;
+    char path[512];
+    path[0] = '\0';
+    if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %511s", &start, &end, path) >= 2 &&
+        (uintptr_t)addr >= start && (uintptr_t)addr < end &&
+        strncmp(path, "/memfd:pinframe", 15) == 0)
+      found = 1;
+  }
+  fclose(f);
+  return found;
 }
 
 static double now_s(void) {
