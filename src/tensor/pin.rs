@@ -41,16 +41,6 @@ pub fn with_cpu_mappings_excluded<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// True while some thread holds the exclusive side of the CPU-mapping guard (the GL
-/// backend's test hook checks it around every `eglDestroyImage`).
-#[cfg_attr(not(feature = "gl"), allow(dead_code))]
-pub(crate) fn cpu_mappings_excluded_now() -> bool {
-    matches!(
-        CPU_MAPPINGS.try_read(),
-        Err(std::sync::TryLockError::WouldBlock)
-    )
-}
-
 /// The number of CPU mappings pinframe currently holds (each [`MmapOwner`] counts once).
 #[cfg(feature = "testing")]
 pub fn live_cpu_mappings() -> usize {

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod log_capture;
 pub mod tensor_checks;
 
 /// True inside the VM lane's guest (`scripts/vm-test` sets `PINFRAME_VM=1`).
