@@ -12,11 +12,12 @@ pub mod image;
 #[cfg_attr(not(feature = "gl"), allow(dead_code))]
 mod log_once;
 mod processor;
+pub mod runtime;
 pub mod tensor;
 
 pub use convert::{
     ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Rotation,
+    Quantize, Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
