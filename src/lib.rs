@@ -8,6 +8,9 @@ mod cpu;
 mod dtype;
 mod error;
 pub mod image;
+// Used by the GL backend and the processor's GL fallback.
+#[cfg_attr(not(feature = "gl"), allow(dead_code))]
+mod log_once;
 mod processor;
 pub mod runtime;
 pub mod tensor;

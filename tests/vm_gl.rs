@@ -1,8 +1,10 @@
 //! The GL backend on real dma-bufs, in the VM lane's guest (vgem + Mesa kms_swrast, where
 //! EGL_EXT_image_dma_buf_import exists): sources imported (not uploaded), destinations
 //! rendered into (not read back), a pool of camera-like buffers imported once each, the
-//! EGL image cache emptied when tensors drop, every eglDestroyImage inside the exclusive
-//! side of the CPU-mapping guard, and bad buffers handled without crashes or leaks.
+//! EGL image cache emptied when tensors drop, and bad buffers handled without crashes or
+//! leaks (a refusal counted and logged once). That every eglDestroyImage runs inside the
+//! exclusive side of the CPU-mapping guard is proven on any machine by the unit test
+//! `gl::import::tests::destroys_exclude_cpu_mappings`.
 //! On the host they are listed as ignored; `scripts/vm-test` runs them in the guest.
 #![cfg(feature = "gl")]
 
@@ -224,7 +226,6 @@ fn buffers_the_driver_cannot_map_are_uploaded_and_counted() {
     drop(g);
     let after = gl_image_counters();
     assert_eq!(after.live(), before.live(), "EGL images leaked");
-    assert_eq!(after.destroyed_inside_guard, after.destroyed);
 }
 
 #[test]
@@ -265,11 +266,6 @@ fn a_pool_of_four_buffers_is_imported_once_each() {
     }
     let after = gl_image_counters();
     assert_eq!(after.live(), before.live(), "EGL images leaked");
-    assert_eq!(
-        after.destroyed_inside_guard - before.destroyed_inside_guard,
-        after.destroyed - before.destroyed,
-        "an eglDestroyImage ran outside with_cpu_mappings_excluded"
-    );
     assert_eq!(open_fds(), fds_before, "fds leaked");
 }
 
@@ -304,7 +300,6 @@ fn the_cache_is_bounded_and_dropping_the_processor_releases_everything() {
     drop(g);
     let after = gl_image_counters();
     assert_eq!(after.live(), before.live());
-    assert_eq!(after.destroyed_inside_guard, after.destroyed);
 }
 
 #[test]
@@ -314,6 +309,7 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
         return;
     }
     let _l = lock();
+    common::log_capture::install();
     warm_gbm();
     let before = gl_image_counters();
     let fds_before = open_fds();
@@ -335,10 +331,17 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
         assert!(max_diff(&d, &r) <= 2.0);
         let gs = g.gl_stats().unwrap();
         assert_eq!((gs.import_failures, gs.uploads), (1, 1), "{gs:?}");
-        // The refusal is remembered (no second eglCreateImage), still counted.
-        g.convert(&src, &mut d).unwrap();
+        let warned = "a dma-buf source was not imported";
+        assert_eq!(common::log_capture::warnings_here(warned), 1);
+        // The refusal is remembered: the buffer is uploaded again, but neither retried,
+        // nor counted (import_failures counts buffers), nor warned about again.
+        for _ in 0..3 {
+            g.convert(&src, &mut d).unwrap();
+        }
         let gs = g.gl_stats().unwrap();
-        assert_eq!((gs.import_failures, gs.uploads), (2, 2), "{gs:?}");
+        assert_eq!((gs.import_failures, gs.uploads), (1, 4), "{gs:?}");
+        assert_eq!(g.stats().import_failures, 1);
+        assert_eq!(common::log_capture::warnings_here(warned), 1);
         // A destination row that is not a multiple of 4 bytes is read back, not imported.
         let mut odd = drm_image::<u8>(
             ImageLayout::tight(33, 8, PixelFormat::Rgb, pinframe::DType::U8).unwrap(),
@@ -348,14 +351,13 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
         g.convert(&plain, &mut odd).unwrap();
         c.convert(&plain, &mut odd_ref).unwrap();
         assert!(max_diff(&odd, &odd_ref) <= 2.0);
-        assert_eq!(g.stats().readbacks, 3);
+        assert_eq!(g.stats().readbacks, 5);
         // Under Backend::Gl, a request GL cannot do at all is an error, not a fallback.
         let planar = Tensor::<u8>::image(8, 8, PixelFormat::PlanarRgb, Some(Memory::Heap)).unwrap();
         assert!(g.convert(&planar, &mut d).is_err());
     }
     let after = gl_image_counters();
     assert_eq!(after.live(), before.live(), "EGL images leaked");
-    assert_eq!(after.destroyed_inside_guard, after.destroyed);
     assert_eq!(open_fds(), fds_before, "fds leaked");
 }
 
@@ -415,7 +417,6 @@ fn awkward_pitches_and_offsets_import_or_fall_back_without_leaks() {
     }
     let after = gl_image_counters();
     assert_eq!(after.live(), before.live(), "EGL images leaked");
-    assert_eq!(after.destroyed_inside_guard, after.destroyed);
     assert_eq!(open_fds(), fds_before, "fds leaked");
 }
 
@@ -533,6 +534,5 @@ fn camera_frames_go_to_a_dma_buf_tensor_without_copies() {
     }
     let after = gl_image_counters();
     assert_eq!(after.live(), before.live(), "EGL images leaked");
-    assert_eq!(after.destroyed_inside_guard, after.destroyed);
     assert_eq!(open_fds(), fds_before, "fds leaked");
 }

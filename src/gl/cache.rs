@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Weak;
 
+use super::egl::Current;
 use super::import::{ImportSpec, Imported};
 use crate::{Error, Result};
 
@@ -45,8 +46,8 @@ struct Entry {
     last_used: u64,
 }
 
-/// The cache. Every method that may release entries takes the GL context, which the
-/// caller has made current.
+/// The cache. Every method that may release entries takes the proof that the GL context
+/// is current.
 pub(crate) struct ImageCache {
     entries: HashMap<ImageKey, Entry>,
     capacity: usize,
@@ -91,7 +92,7 @@ impl ImageCache {
     /// the bound.
     pub(crate) fn insert(
         &mut self,
-        gl: &glow::Context,
+        gl: &Current<'_>,
         key: ImageKey,
         imported: Option<Imported>,
         token: Weak<dyn Any + Send + Sync>,
@@ -128,7 +129,7 @@ impl ImageCache {
     }
 
     /// Releases the entries whose tensor (buffer) is gone.
-    pub(crate) fn prune(&mut self, gl: &glow::Context) {
+    pub(crate) fn prune(&mut self, gl: &Current<'_>) {
         let dead: Vec<ImageKey> = self
             .entries
             .iter()
@@ -146,7 +147,7 @@ impl ImageCache {
     }
 
     /// Releases everything.
-    pub(crate) fn clear(&mut self, gl: &glow::Context) {
+    pub(crate) fn clear(&mut self, gl: &Current<'_>) {
         for (_, e) in self.entries.drain() {
             if let Some(i) = e.imported {
                 i.release(gl);

@@ -6,17 +6,19 @@
 //! hints) the driver would pick, so results match the CPU path on every GPU.
 //!
 //! Every `eglDestroyImage` runs inside [`with_cpu_mappings_excluded`] (DESIGN.md
-//! invariant 1); process-wide counters let tests prove it.
+//! invariant 1): the unit test `destroys_exclude_cpu_mappings` races a thread that maps
+//! and unmaps tensors against destroys and proves no mapping changes while one runs.
+//! Process-wide counters of creates and destroys let tests prove nothing leaks.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use glow::HasContext;
 
-use super::egl::{DestroyImageKhr, GlContext, RawDisplay, RawImage};
+use super::egl::{Current, DestroyImageKhr, GlContext, RawDisplay, RawImage};
 use super::render::{check_error, framebuffer_for, set_nearest};
 use crate::image::{DRM_FORMAT_MOD_INVALID, DRM_FORMAT_MOD_LINEAR, fourcc_to_string};
-use crate::tensor::{cpu_mappings_excluded_now, with_cpu_mappings_excluded};
+use crate::tensor::with_cpu_mappings_excluded;
 use crate::{Error, Result};
 
 const EGL_LINUX_DMA_BUF_EXT: u32 = 0x3270;
@@ -32,7 +34,6 @@ const EGL_NONE: i32 = 0x3038;
 
 static CREATED: AtomicU64 = AtomicU64::new(0);
 static DESTROYED: AtomicU64 = AtomicU64::new(0);
-static DESTROYED_EXCLUDED: AtomicU64 = AtomicU64::new(0);
 
 /// Process-wide counts of the EGL images pinframe created and destroyed (a test hook
 /// for DESIGN.md invariants 1 and 5).
@@ -43,9 +44,6 @@ pub struct GlImageCounters {
     pub created: u64,
     /// `eglDestroyImage` calls.
     pub destroyed: u64,
-    /// Of `destroyed`, those made while the exclusive side of the CPU-mapping guard
-    /// was held (must equal `destroyed`).
-    pub destroyed_inside_guard: u64,
 }
 
 #[cfg(feature = "testing")]
@@ -62,7 +60,6 @@ pub fn gl_image_counters() -> GlImageCounters {
     GlImageCounters {
         created: CREATED.load(Ordering::SeqCst),
         destroyed: DESTROYED.load(Ordering::SeqCst),
-        destroyed_inside_guard: DESTROYED_EXCLUDED.load(Ordering::SeqCst),
     }
 }
 
@@ -81,10 +78,9 @@ unsafe impl Send for EglImage {}
 impl Drop for EglImage {
     fn drop(&mut self) {
         let (display, raw, destroy) = (self.display, self.raw as usize, self.destroy);
+        // Some drivers (Adreno's) unmap the imported range again inside eglDestroyImage:
+        // no CPU mapping may be created or removed meanwhile.
         with_cpu_mappings_excluded(|| {
-            if cpu_mappings_excluded_now() {
-                DESTROYED_EXCLUDED.fetch_add(1, Ordering::SeqCst);
-            }
             // SAFETY: `raw` is a live image of `display`, destroyed exactly once here.
             unsafe { destroy(display, raw as RawImage) };
         });
@@ -114,9 +110,10 @@ pub(crate) struct Imported {
 }
 
 impl Imported {
-    /// Deletes the GL objects, then destroys the image. The context must be current.
-    pub(crate) fn release(self, gl: &glow::Context) {
-        // SAFETY: the caller made the owning context current; the objects are ours.
+    /// Deletes the GL objects (`gl` must be the context that imported them), then
+    /// destroys the image.
+    pub(crate) fn release(self, gl: &Current<'_>) {
+        // SAFETY: the context is current (`gl`); the objects are ours.
         unsafe {
             if let Some(f) = self.fbo {
                 gl.delete_framebuffer(f);
@@ -127,14 +124,10 @@ impl Imported {
     }
 }
 
-/// Imports one plane of the dma-buf `fd`. The context must be current. On any error
-/// nothing is left behind (no image, texture or framebuffer).
-pub(crate) fn import(
-    ctx: &GlContext,
-    gl: &glow::Context,
-    fd: BorrowedFd<'_>,
-    spec: &ImportSpec,
-) -> Result<Imported> {
+/// Imports one plane of the dma-buf `fd` into `gl`'s context. On any error nothing is
+/// left behind (no image, texture or framebuffer).
+pub(crate) fn import(gl: &Current<'_>, fd: BorrowedFd<'_>, spec: &ImportSpec) -> Result<Imported> {
+    let ctx = gl.context();
     let fns = match (ctx.info.dma_buf_import, ctx.image_fns) {
         (true, Some(f)) => f,
         _ => {
@@ -247,7 +240,7 @@ pub(crate) fn import(
         display,
         destroy: fns.destroy,
     };
-    // SAFETY: the context is current (caller); the texture is bound before the image is
+    // SAFETY: the context is current (`gl`); the texture is bound before the image is
     // attached to it and deleted on every error path (the image is dropped with it).
     unsafe {
         let texture = gl
@@ -345,4 +338,118 @@ pub(crate) fn supported_formats(ctx: &GlContext) -> Option<Vec<u32>> {
     }
     f.truncate(n.max(0) as usize);
     Some(f.into_iter().map(|v| v as u32).collect())
+}
+
+#[cfg(test)]
+impl EglImage {
+    /// An image whose destroy call is `destroy` instead of a driver's (the race test's
+    /// probe); counted as created, like an imported one, so the counters stay balanced.
+    fn probe(destroy: DestroyImageKhr) -> EglImage {
+        CREATED.fetch_add(1, Ordering::SeqCst);
+        EglImage {
+            raw: std::ptr::NonNull::<u8>::dangling().as_ptr().cast(),
+            display: std::ptr::null_mut(),
+            destroy,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! DESIGN.md invariant 1 for the destroy path, on any machine: the real
+    //! `EglImage::drop` runs with a probe in the driver's place, while another thread
+    //! maps and unmaps tensors. No dma-buf or EGL is needed (the host has neither a
+    //! dma-buf exporter nor an importing EGL display), and the probe, unlike a real
+    //! driver call, can watch the mappings for as long as the race needs.
+
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::testing::live_cpu_mappings;
+    use crate::{Memory, Tensor};
+
+    /// Probe destroys during which a CPU mapping was created or removed.
+    static CHANGED_DURING_DESTROY: AtomicU64 = AtomicU64::new(0);
+
+    const WINDOW: Duration = Duration::from_millis(2);
+
+    /// True when the number of pinframe's live CPU mappings changed within `window`. Every
+    /// `mmap` and `munmap` pinframe makes changes it while holding the shared side of the
+    /// guard, so no change may be seen while the exclusive side is held. Sampled with
+    /// short sleeps between, so that the mapping thread runs even on a busy machine.
+    fn mappings_changed_within(window: Duration) -> bool {
+        let first = live_cpu_mappings();
+        let start = Instant::now();
+        while start.elapsed() < window {
+            std::thread::sleep(Duration::from_micros(50));
+            if live_cpu_mappings() != first {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Stands in for a driver's `eglDestroyImage` (Adreno's unmaps the imported range
+    /// in there): watches the process's CPU mappings while it "runs".
+    unsafe extern "C" fn watching_destroy(_display: RawDisplay, _image: RawImage) -> u32 {
+        if mappings_changed_within(WINDOW) {
+            CHANGED_DURING_DESTROY.fetch_add(1, Ordering::SeqCst);
+        }
+        1
+    }
+
+    #[test]
+    fn destroys_exclude_cpu_mappings() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mapper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // Up to 32 mapped at once, then all unmapped: the count climbs and falls
+                // in long runs, so samples taken between two operations see it move.
+                let mut held = Vec::new();
+                let mut maps = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let t = Tensor::<u8>::new(&[4096], Some(Memory::Shm)).unwrap();
+                    // The first CPU access maps the memfd; the drop unmaps it.
+                    drop(t.map().unwrap());
+                    held.push(t);
+                    if held.len() == 32 {
+                        held.clear();
+                    }
+                    maps += 1;
+                }
+                maps
+            })
+        };
+        // Alternate: a control window outside the guard (it must see the mapper at work,
+        // or the race did not happen), then a destroy (which must not).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut control_hits, mut destroys) = (0u64, 0u64);
+        while (control_hits < 20 || destroys < 100) && Instant::now() < deadline {
+            if mappings_changed_within(WINDOW) {
+                control_hits += 1;
+            }
+            drop(EglImage::probe(watching_destroy));
+            destroys += 1;
+        }
+        stop.store(true, Ordering::SeqCst);
+        let maps = mapper.join().unwrap();
+        let changed = CHANGED_DURING_DESTROY.load(Ordering::SeqCst);
+        eprintln!(
+            "{destroys} destroys against {maps} maps and unmaps: {control_hits} control windows \
+             saw mappings change, {changed} destroys did"
+        );
+        assert!(
+            control_hits > 0,
+            "the mapping thread changed no mapping in any control window ({maps} maps): the \
+             race never happened, so the test proves nothing"
+        );
+        assert_eq!(
+            changed, 0,
+            "{changed} of {destroys} eglDestroyImage calls saw a CPU mapping created or removed \
+             while they ran: the destroy is not inside with_cpu_mappings_excluded"
+        );
+    }
 }

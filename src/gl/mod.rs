@@ -3,11 +3,26 @@
 //! # Threading
 //!
 //! A [`GlBackend`] owns one EGL context. The context is made current on the calling
-//! thread at the start of every call that touches GL and released before the call
-//! returns (also on error paths), so the backend — and the `ImageProcessor` holding it —
-//! is `Send` and may move between threads freely; it is not `Sync` (`&mut self` calls).
-//! Two backends in one process share the EGL display (reference counted) but not
-//! contexts.
+//! thread at the start of every call that touches GL, and when the call returns (also on
+//! error paths and when a panic unwinds) whatever the caller had current before — its
+//! own EGL context, display, draw and read surfaces, and bound API — is current again
+//! (DESIGN.md invariant 9; see `egl::Current`). So the backend — and the
+//! `ImageProcessor` holding it — is `Send` and may move between threads freely, and an
+//! application rendering with its own context on the same thread keeps it; it is not
+//! `Sync` (`&mut self` calls). Two backends in one process share the EGL display
+//! (reference counted; one the application initialised itself is never terminated) but
+//! not contexts.
+//!
+//! # Modules
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | `egl/` | libEGL loading (`library`), platforms (`platform`), shared displays (`display`), the context and the `egl::Current` proof that it is current (`context`) |
+//! | `render/` | the draw (`mod`), uploads (`upload`), render targets (`target`), readback (`readback`) |
+//! | `program` | the GLSL ES programs, one per source kind |
+//! | `import` | dma-buf → EGLImage → texture / framebuffer; `eglDestroyImage` inside the CPU-mapping guard |
+//! | `cache` | EGL images by buffer identity, bounded, pruned when tensors drop |
+//! | this one | [`GlBackend`]: one conversion from tensors or bytes, counted |
 //!
 //! # Outputs and the extensions they need
 //!
@@ -22,7 +37,8 @@
 //! `EGL_EXT_image_dma_buf_import_modifiers` for non-linear modifiers. Where a
 //! destination cannot be imported the result is read back into its mapping instead
 //! (counted in `readbacks`); a source the driver refuses is uploaded (counted in
-//! `uploads` and `import_failures`).
+//! `uploads`, and once per buffer in `import_failures`). A refusal is remembered per
+//! buffer (the driver is not asked again every frame) and logged once per cause.
 
 mod cache;
 mod egl;
@@ -38,13 +54,14 @@ use glow::HasContext;
 
 use crate::convert::Plan;
 use crate::image::{ImageLayout, fourcc_to_string};
+use crate::log_once::LogOnce;
 use crate::tensor::{Memory, Tensor};
 use crate::{Element, Error, Result};
 
 use cache::{ImageCache, ImageKey, Lookup};
-use egl::GlContext;
+use egl::{Current, GlContext};
 use import::ImportSpec;
-use render::{Draw, Renderer, TargetShape};
+use render::{Draw, GuardSink, Renderer, SliceSink, TargetShape};
 
 /// Counters of the GL backend's work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,7 +79,8 @@ pub struct GlStats {
     /// Destinations read back into mapped memory.
     pub readbacks: u64,
     /// Dma-buf sources or destinations the driver refused to import (then uploaded or
-    /// read back instead).
+    /// read back instead), each buffer counted once: the refusal is remembered, and a
+    /// remembered one is neither retried nor counted again.
     pub import_failures: u64,
     /// EGL images the cache holds now.
     pub live_images: u64,
@@ -71,8 +89,9 @@ pub struct GlStats {
 /// Options of the GL backend (see [`ImageProcessor::with_gl_config`](crate::ImageProcessor::with_gl_config)).
 ///
 /// The backend owns one EGL context, made current on the calling thread for the duration
-/// of each conversion and released before it returns, so a processor on GL is `Send` and
-/// may move between threads. Every output (packed 3-byte RGB/BGR, RGBA/BGRA, grey, planar
+/// of each conversion; before it returns, whatever the caller had current (its own EGL
+/// context, surfaces and bound API) is current again, so a processor on GL is `Send`, may
+/// move between threads, and leaves an application's own GL rendering alone. Every output (packed 3-byte RGB/BGR, RGBA/BGRA, grey, planar
 /// CHW; u8, i8, f16, f32) is produced on the GPU with plain OpenGL ES 3.0 (no float
 /// render target needed). Zero-copy needs `EGL_EXT_image_dma_buf_import` and
 /// `GL_OES_EGL_image` (and `EGL_EXT_image_dma_buf_import_modifiers` for tiled buffers):
@@ -112,6 +131,8 @@ pub(crate) struct GlBackend {
     stats: GlStats,
     config: GlConfig,
     last_draw: Option<(Plan, Draw)>,
+    /// Import refusals already logged (DESIGN.md invariant 8: logged once).
+    refusals: LogOnce,
     // Declared last; its objects are deleted in `Drop` while it is current.
     ctx: GlContext,
 }
@@ -129,11 +150,12 @@ impl GlBackend {
             stats: GlStats::default(),
             config,
             last_draw: None,
+            refusals: LogOnce::default(),
             ctx,
         };
         {
             let cur = me.ctx.current()?;
-            me.renderer.warm_up(cur.gl())?;
+            me.renderer.warm_up(&cur)?;
         }
         Ok(me)
     }
@@ -162,7 +184,7 @@ impl GlBackend {
         if self.cache.has_dead()
             && let Ok(cur) = self.ctx.current()
         {
-            self.cache.prune(cur.gl());
+            self.cache.prune(&cur);
         }
         self.stats.live_images = self.cache.live_images() as u64;
         self.stats
@@ -194,7 +216,7 @@ impl GlBackend {
         };
         let import = self.config.import_dma_buf && self.ctx.info.dma_buf_import;
         let cur = self.ctx.current()?;
-        let gl = cur.gl();
+        let gl = &cur;
         if self.cache.has_dead() {
             self.cache.prune(gl);
         }
@@ -202,7 +224,7 @@ impl GlBackend {
         // Source: imported planes, or an upload of the mapped bytes.
         let mut textures = None;
         if import && src.memory() == Memory::Dma {
-            match import_source(&self.ctx, gl, &mut self.cache, src, &src_layout, &specs) {
+            match import_source(gl, &mut self.cache, src, &src_layout, &specs) {
                 Ok((tex, fresh)) => {
                     if fresh {
                         self.stats.imports += 1;
@@ -211,10 +233,12 @@ impl GlBackend {
                     }
                     textures = Some(tex);
                 }
-                Err(e) => {
-                    self.stats.import_failures += 1;
-                    log::warn!("GL: dma-buf source not imported, uploading instead: {e}");
-                }
+                Err(n) => n.note(
+                    &mut self.stats,
+                    &mut self.refusals,
+                    "source",
+                    "uploading it instead",
+                ),
             }
         }
         let textures = match textures {
@@ -236,7 +260,7 @@ impl GlBackend {
         // Destination: an imported render target, or our own target read back.
         let mut target = None;
         if import && dst.memory() == Memory::Dma {
-            match import_target(&self.ctx, gl, &mut self.cache, dst, &dst_layout, &shape) {
+            match import_target(gl, &mut self.cache, dst, &dst_layout, &shape) {
                 Ok(Some((fbo, fresh))) => {
                     if fresh {
                         self.stats.imports += 1;
@@ -246,10 +270,12 @@ impl GlBackend {
                     target = Some(fbo);
                 }
                 Ok(None) => {}
-                Err(e) => {
-                    self.stats.import_failures += 1;
-                    log::warn!("GL: dma-buf destination not imported, reading back instead: {e}");
-                }
+                Err(n) => n.note(
+                    &mut self.stats,
+                    &mut self.refusals,
+                    "destination",
+                    "reading the result back into it instead",
+                ),
             }
         }
         log::debug!("GL: drawing (imported target: {})", target.is_some());
@@ -260,7 +286,7 @@ impl GlBackend {
                 self.stats.draws += 1;
                 log::debug!("GL: glFinish");
                 // The dma-buf must hold the result when convert returns.
-                // SAFETY: the context is current.
+                // SAFETY: the context is current (`gl`).
                 unsafe { gl.finish() };
                 render::check_error(gl, "finishing the conversion")?;
             }
@@ -299,7 +325,7 @@ impl GlBackend {
             return Err(Error::Gl("no draw prepared".into()));
         };
         let cur = self.ctx.current()?;
-        let gl = cur.gl();
+        let gl = &cur;
         let textures = self.renderer.upload(gl, src_layout, src)?;
         self.stats.uploads += 1;
         let fbo = self.renderer.own_target(gl, &shape)?;
@@ -328,8 +354,8 @@ impl Drop for GlBackend {
     fn drop(&mut self) {
         match self.ctx.current() {
             Ok(cur) => {
-                self.cache.clear(cur.gl());
-                self.renderer.delete(cur.gl());
+                self.cache.clear(&cur);
+                self.renderer.delete(&cur);
             }
             Err(e) => log::error!("GL backend dropped without its context: {e}"),
         }
@@ -344,45 +370,57 @@ fn image_layout<'a>(l: Option<&'a ImageLayout>, what: &str) -> Result<&'a ImageL
     })
 }
 
-/// Destination bytes by buffer index.
-pub(crate) trait ByteSink {
-    fn buffer(&mut self, index: usize) -> &mut [u8];
-    fn lens(&mut self, count: usize) -> Vec<usize> {
-        (0..count).map(|i| self.buffer(i).len()).collect()
-    }
-}
-
-struct SliceSink<'a, 'b>(&'a mut [&'b mut [u8]]);
-impl ByteSink for SliceSink<'_, '_> {
-    fn buffer(&mut self, index: usize) -> &mut [u8] {
-        match self.0.get_mut(index) {
-            Some(b) => b,
-            None => &mut [],
-        }
-    }
-}
-
-struct GuardSink<'a, 'b, T: Element>(&'a mut crate::tensor::MapGuardMut<'b, T>);
-impl<T: Element> ByteSink for GuardSink<'_, '_, T> {
-    fn buffer(&mut self, index: usize) -> &mut [u8] {
-        self.0.buffer_bytes_mut(index)
-    }
-}
-
 fn buffer_fd<'a, T: Element>(t: &'a Tensor<T>, buffer: usize) -> Result<BorrowedFd<'a>> {
     t.buffer_fd(buffer)
         .ok_or_else(|| Error::InvalidFd(format!("buffer {buffer} of a dma-buf tensor has no fd")))
 }
 
+/// Why a dma-buf was not imported.
+struct NotImported {
+    error: Error,
+    /// The driver refused this buffer before: already counted and logged, not retried.
+    remembered: bool,
+}
+
+impl From<Error> for NotImported {
+    fn from(error: Error) -> Self {
+        NotImported {
+            error,
+            remembered: false,
+        }
+    }
+}
+
+impl NotImported {
+    /// Counts a new refusal (one per buffer) and logs it once per cause; a remembered one
+    /// only at debug level.
+    fn note(self, stats: &mut GlStats, log: &mut LogOnce, what: &str, instead: &str) {
+        if self.remembered {
+            log::debug!(
+                "GL: dma-buf {what} refused before, {instead}: {}",
+                self.error
+            );
+            return;
+        }
+        stats.import_failures += 1;
+        log.warn(
+            &format!("{what}: {}", self.error),
+            format_args!(
+                "pinframe GL: a dma-buf {what} was not imported, {instead}: {}",
+                self.error
+            ),
+        );
+    }
+}
+
 /// Imports (or finds) every plane of a dma-buf source; true when anything was new.
 fn import_source(
-    ctx: &GlContext,
-    gl: &glow::Context,
+    gl: &Current<'_>,
     cache: &mut ImageCache,
     src: &Tensor<u8>,
     layout: &ImageLayout,
     specs: &[render::PlaneTexture],
-) -> Result<(Vec<glow::Texture>, bool)> {
+) -> std::result::Result<(Vec<glow::Texture>, bool), NotImported> {
     let mut out = Vec::with_capacity(specs.len());
     let mut fresh = false;
     for s in specs {
@@ -401,16 +439,18 @@ fn import_source(
         match cache.get(&key) {
             Lookup::Hit(i) => out.push(i.texture),
             Lookup::Refused => {
-                return Err(Error::ImportRefused(format!(
-                    "the driver refused this buffer before ({:?})",
-                    spec
-                )));
+                return Err(NotImported {
+                    error: Error::ImportRefused(format!(
+                        "the driver refused this buffer before ({spec:?})"
+                    )),
+                    remembered: true,
+                });
             }
             Lookup::Miss => {
                 let token = src
                     .buffer_token(plane.buffer)
                     .ok_or_else(|| Error::InvalidFd("source buffer vanished".into()))?;
-                match import::import(ctx, gl, fd, &spec) {
+                match import::import(gl, fd, &spec) {
                     Ok(i) => {
                         out.push(i.texture);
                         cache.insert(gl, key, Some(i), token);
@@ -418,7 +458,7 @@ fn import_source(
                     }
                     Err(e) => {
                         cache.insert(gl, key, None, token);
-                        return Err(e);
+                        return Err(e.into());
                     }
                 }
             }
@@ -431,13 +471,12 @@ fn import_source(
 /// layout cannot be expressed as one `AB24` image (rows not a multiple of 4 bytes, or
 /// planes not contiguous): then it is read back instead.
 fn import_target<T: Element>(
-    ctx: &GlContext,
-    gl: &glow::Context,
+    gl: &Current<'_>,
     cache: &mut ImageCache,
     dst: &Tensor<T>,
     layout: &ImageLayout,
     shape: &TargetShape,
-) -> Result<Option<(glow::Framebuffer, bool)>> {
+) -> std::result::Result<Option<(glow::Framebuffer, bool)>, NotImported> {
     let planes = layout.planes();
     let p0 = planes[0];
     let h = layout.height() as usize;
@@ -463,14 +502,17 @@ fn import_target<T: Element>(
     let key = ImageKey::new(fd, spec)?;
     match cache.get(&key) {
         Lookup::Hit(i) => Ok(i.fbo.map(|f| (f, false))),
-        Lookup::Refused => Err(Error::ImportRefused(
-            "the driver refused this destination before".into(),
-        )),
+        Lookup::Refused => Err(NotImported {
+            error: Error::ImportRefused(format!(
+                "the driver refused this destination before ({spec:?})"
+            )),
+            remembered: true,
+        }),
         Lookup::Miss => {
             let token = dst
                 .buffer_token(p0.buffer)
                 .ok_or_else(|| Error::InvalidFd("destination buffer vanished".into()))?;
-            match import::import(ctx, gl, fd, &spec) {
+            match import::import(gl, fd, &spec) {
                 Ok(i) => {
                     let fbo = i.fbo;
                     cache.insert(gl, key, Some(i), token);
@@ -478,7 +520,7 @@ fn import_target<T: Element>(
                 }
                 Err(e) => {
                     cache.insert(gl, key, None, token);
-                    Err(e)
+                    Err(e.into())
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 use glow::HasContext;
 
+use super::egl::Current;
 use crate::image::{FormatFamily, PixelFormat};
 use crate::{Error, Result};
 
@@ -93,12 +94,12 @@ pub(crate) struct Program {
 }
 
 impl Program {
-    /// Compiles and links the conversion program for `kind`. The context must be current.
-    pub(crate) fn build(gl: &glow::Context, kind: SourceKind) -> Result<Program> {
+    /// Compiles and links the conversion program for `kind`.
+    pub(crate) fn build(gl: &Current<'_>, kind: SourceKind) -> Result<Program> {
         let header = "#version 300 es\n";
         let vs = format!("{header}{VERTEX}");
         let fs = format!("{header}#define {}\n{CONVERT}", kind.define());
-        // SAFETY: the caller made the context current; every object created here is
+        // SAFETY: the context is current (`gl`); every object created here is
         // deleted on the error paths and owned by the returned Program otherwise.
         unsafe {
             let v = compile(gl, glow::VERTEX_SHADER, &vs)?;
@@ -153,19 +154,16 @@ impl Program {
         }
     }
 
-    /// Deletes the program. The context must be current.
-    pub(crate) fn delete(&self, gl: &glow::Context) {
-        // SAFETY: the caller made the owning context current.
+    /// Deletes the program (`gl` must be the context it was built in).
+    pub(crate) fn delete(&self, gl: &Current<'_>) {
+        // SAFETY: the context is current (`gl`); the program is ours.
         unsafe { gl.delete_program(self.program) };
     }
 }
 
 /// Compiles one shader stage.
-///
-/// # Safety
-/// The context must be current.
-unsafe fn compile(gl: &glow::Context, stage: u32, source: &str) -> Result<glow::Shader> {
-    // SAFETY: the caller guarantees a current context.
+fn compile(gl: &Current<'_>, stage: u32, source: &str) -> Result<glow::Shader> {
+    // SAFETY: the context is current (`gl`); the shader is deleted on failure.
     unsafe {
         let s = gl
             .create_shader(stage)

@@ -7,6 +7,7 @@
 use crate::convert::{ConvertInfo, ConvertOptions, Plan};
 use crate::cpu::{CpuConverter, Threads};
 use crate::image::{FormatFamily, ImageLayout, PixelFormat};
+use crate::log_once::LogOnce;
 use crate::tensor::Tensor;
 use crate::{Element, Error, Result};
 
@@ -108,7 +109,8 @@ impl std::fmt::Display for Backend {
 }
 
 /// Counters of what an [`ImageProcessor`] did. The CPU backend counts `frames`; the GL
-/// backend also fills in imports, cache hits, uploads, readbacks and CPU fallbacks.
+/// backend also fills in imports, cache hits, uploads, readbacks, import failures and CPU
+/// fallbacks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProcessorStats {
@@ -120,8 +122,12 @@ pub struct ProcessorStats {
     pub uploads: u64,
     /// Destination images copied back from the GPU.
     pub readbacks: u64,
-    /// Conversions that ran on the CPU although GL was the chosen backend.
+    /// Conversions that ran on the CPU although GL was the chosen backend (under
+    /// [`Backend::Auto`] only; each cause is logged once, at warn level).
     pub cpu_fallbacks: u64,
+    /// Dma-buf buffers the GL driver refused to import (then uploaded or read back), each
+    /// counted once.
+    pub import_failures: u64,
     /// Conversions completed.
     pub frames: u64,
 }
@@ -133,8 +139,9 @@ pub struct ProcessorStats {
 /// geometry again and again allocates nothing.
 ///
 /// With the GL backend it owns an EGL context, made current on the calling thread for
-/// the duration of each call and released before returning: the processor is `Send`
-/// and may move between threads (see the `gl` module docs).
+/// the duration of each call; before the call returns, whatever the caller had current
+/// (its own EGL context, surfaces and bound API) is current again. The processor is
+/// `Send` and may move between threads.
 #[derive(Debug)]
 pub struct ImageProcessor {
     backend: Backend,
@@ -146,6 +153,9 @@ pub struct ImageProcessor {
     cpu: CpuConverter,
     threads: Threads,
     stats: ProcessorStats,
+    /// Causes of GL → CPU fallbacks already logged (DESIGN.md invariant 8: logged once).
+    #[cfg_attr(not(feature = "gl"), allow(dead_code))]
+    fallbacks: LogOnce,
 }
 
 impl ImageProcessor {
@@ -224,6 +234,7 @@ impl ImageProcessor {
             cpu: CpuConverter::new(),
             threads: Threads::Pool,
             stats: ProcessorStats::default(),
+            fallbacks: LogOnce::default(),
         }
     }
 
@@ -254,11 +265,15 @@ impl ImageProcessor {
         self.stats.cache_hits = s.cache_hits;
         self.stats.uploads = s.uploads;
         self.stats.readbacks = s.readbacks;
+        self.stats.import_failures = s.import_failures;
         match result {
             Ok(()) => Some(Ok(())),
             Err(e) if self.requested == Backend::Auto => {
-                log::warn!("pinframe: GL could not convert ({e}); converting on the CPU");
                 self.stats.cpu_fallbacks += 1;
+                self.fallbacks.warn(
+                    &e.to_string(),
+                    format_args!("pinframe: GL could not convert ({e}); converting on the CPU"),
+                );
                 None
             }
             Err(e) => Some(Err(e)),
@@ -386,3 +401,6 @@ impl ImageProcessor {
 
 /// Planes of a source live in at most this many buffers (one per plane).
 const MAX_SOURCE_BUFFERS: usize = 3;
+
+#[cfg(all(test, feature = "gl"))]
+mod tests;

@@ -452,12 +452,6 @@ impl Drop for ExclusiveSection {
     }
 }
 
-/// True while some thread holds the exclusive side.
-pub(super) fn excluded_now() -> bool {
-    // SAFETY: as above.
-    unsafe { (table().excluded_now)() != 0 }
-}
-
 /// Whether a new CPU mapping may be made on this thread now: not inside the thread's own
 /// exclusive section, and (with `shared-guard`) only under the process-wide guard.
 pub(super) fn check_may_map() -> Result<()> {

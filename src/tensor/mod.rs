@@ -19,8 +19,6 @@ use std::sync::Arc;
 pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, primary_nodes, render_nodes};
 pub use guard::{CpuMappingGuard, cpu_mapping_guard};
 pub use heap::HEAP_ALIGNMENT;
-#[cfg(feature = "gl")]
-pub(crate) use pin::cpu_mappings_excluded_now;
 pub use pin::{CpuMappingShared, HostPin, cpu_mapping_shared, with_cpu_mappings_excluded};
 
 use storage::BufferStorage;

@@ -71,13 +71,6 @@ pub fn with_cpu_mappings_excluded<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// True while some thread holds the exclusive side of the CPU-mapping guard (the GL
-/// backend's test hook checks it around every `eglDestroyImage`).
-#[cfg_attr(not(feature = "gl"), allow(dead_code))]
-pub(crate) fn cpu_mappings_excluded_now() -> bool {
-    guard::excluded_now()
-}
-
 /// Counts an unmap that the guard ran at the end of an exclusive section.
 unsafe extern "C" fn deferred_unmap_done(_ctx: *mut c_void) {
     LIVE_MAPPINGS.fetch_sub(1, Ordering::SeqCst);

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "litert")]
 pub mod litert;
+pub mod log_capture;
 pub mod tensor_checks;
 pub mod tflite;
 
