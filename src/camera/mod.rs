@@ -296,9 +296,10 @@ enum Inner {
 }
 
 /// What a camera counted. Each buffer the driver returned is counted once, by what it
-/// was: `frames + errors + empty + malformed + dropped` is the span of sequence numbers
-/// from the first buffer to the last (a driver that restarts its count, or skips
-/// numbers for another reason, shows up as `dropped`).
+/// was, and each sequence number it skipped as a drop: `frames + errors + empty +
+/// malformed + dropped - repeated` is the span of sequence numbers from the first buffer
+/// to the last (a driver that skips numbers for another reason shows up as `dropped`; one
+/// that restarts its count is not a gap).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CameraStats {
@@ -318,6 +319,9 @@ pub struct CameraStats {
     /// fit the buffer; queued again, not handed out (the latter also ends that
     /// `next_frame` with [`Error::Device`]).
     pub malformed: u64,
+    /// Buffers whose sequence number repeated the previous buffer's (a driver quirk; they
+    /// are counted above as what they were, too).
+    pub repeated: u64,
     /// `VIDIOC_QBUF` calls that failed while giving a buffer back (counted once each).
     /// The buffer is kept, not lost: the next [`Camera::next_frame`] queues it again and
     /// reports the error if that fails too.

@@ -135,12 +135,14 @@ impl State {
     /// Notes the sequence number of a buffer the driver returned (a frame, or one dropped
     /// as an error): numbers skipped since the previous one are frames the driver dropped.
     /// Each sequence number is counted once: as a frame, an error, an empty or malformed
-    /// buffer, or a drop.
+    /// buffer, or a drop; a number that repeats the previous one is counted as repeated.
     pub(crate) fn note_sequence(&mut self, sequence: u32) {
         if let Some(last) = self.last_sequence {
             let ahead = sequence.wrapping_sub(last);
             if ahead == 0 {
-                // The same number again (a driver quirk): nothing was skipped.
+                // The same number again (vivid does it when its thread ticks twice in one
+                // frame period): nothing was skipped.
+                self.stats.repeated += 1;
                 return;
             }
             // A sequence that went backwards (driver restart) is not a gap.

@@ -102,7 +102,7 @@ fn every_fault_is_counted_once_and_no_buffer_is_lost() {
     assert_eq!(s.empty, count(Empty), "{s:?}");
     assert_eq!(s.malformed, count(Short), "{s:?}");
     assert_eq!(s.dropped, count(Drop), "{s:?}");
-    assert_eq!(s.requeue_failures, 0, "{s:?}");
+    assert_eq!((s.requeue_failures, s.repeated), (0, 0), "{s:?}");
     // Every sequence number is counted once.
     let span = (sequences.last().unwrap() - sequences.first().unwrap() + 1) as u64;
     assert_eq!(
@@ -297,4 +297,5 @@ fn sequence_gaps_and_restarts() {
     state.note_sequence(1);
     state.note_sequence(1);
     assert_eq!(state.stats.dropped, 2);
+    assert_eq!(state.stats.repeated, 1);
 }
