@@ -206,13 +206,13 @@ fn soak(
             assert_eq!(s.errors, at + 1, "{what}: one injection, one error buffer");
             pending = None;
         }
-        if pending.is_none() && s.frames % ERROR_EVERY == 0 && s.frames < target {
+        if pending.is_none() && s.frames.is_multiple_of(ERROR_EVERY) && s.frames < target {
             pending = Some(s.errors);
             controls.press("Inject V4L2_BUF_FLAG_ERROR");
             injected += 1;
         }
         next(&mut cam, &mut sink);
-        if cam.stats().frames % 1000 == 0 {
+        if cam.stats().frames.is_multiple_of(1000) {
             assert_balanced(&cam, &format!("{what} at {} frames", cam.stats().frames));
         }
     }
@@ -302,7 +302,7 @@ fn a_soak_with_injected_faults_loses_no_buffer_and_counts_each_fault_once() {
                     // Now and then (and on every buffer of the warm-up, so that the CPU
                     // mappings this makes all exist before the soak), the GL output
                     // against the CPU path.
-                    if n < 2 * u64::from(BUFFERS) || n % 250 == 0 {
+                    if n < 2 * u64::from(BUFFERS) || n.is_multiple_of(250) {
                         cpu.convert(frame, &mut reference).unwrap();
                         let (a, b) = (dst.map().unwrap(), reference.map().unwrap());
                         let stride = layout.planes()[0].stride;

@@ -171,9 +171,7 @@ impl State {
         index: usize,
     ) -> Option<io::Error> {
         let live = self.streaming && self.broken.is_none();
-        let Some(slot) = self.slots.get_mut(index) else {
-            return None;
-        };
+        let slot = self.slots.get_mut(index)?;
         debug_assert_eq!(slot.state, SlotState::Idle, "requeueing buffer {index}");
         let Some(queue) = queue else {
             slot.state = SlotState::Queued;
