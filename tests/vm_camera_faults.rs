@@ -4,8 +4,8 @@
 //! Streaming Error" and "Disconnect" controls) on the two vivid webcams reserved for it
 //! (`PINFRAME_VM_WEBCAM0`/`1`/`2`: 320x180 at 60 fps, see scripts/vm/mkinitramfs). Every
 //! fault is counted once in the camera's stats and every buffer stays accounted for.
-//! The disconnect kills its vivid instance for the rest of the guest session, so it runs
-//! last (`zz_`) on webcam 1, which nothing else uses afterwards.
+//! vivid's disconnect unregisters its instance's node (every open fd then gets `ENODEV`),
+//! so it runs last (`zz_`), on webcam 1, which nothing uses afterwards.
 //!
 //! On the host every test is ignored (and prints SKIPPED when forced);
 //! `scripts/vm-test --test vm_camera_faults` runs them.
@@ -255,8 +255,9 @@ fn maps_diff(before: &str, after: &str) -> String {
 /// `VIDIOC_QUERYBUF` every 1,000 frames), each injected error flag counted exactly once,
 /// every sequence number counted once (frame, error or drop; vivid repeats a number now
 /// and then under TCG's timing, which is counted too), and fds, mappings, live
-/// EGL images and RSS flat from after the warm-up to the end (Mesa's own mappings of the
-/// DRM node, which kms_swrast makes and drops as it draws, bounded by the live images).
+/// EGL images flat from after the warm-up to the end, RSS flat once settled (Mesa's own
+/// mappings of the DRM node, which kms_swrast makes and drops as it draws, bounded by the
+/// live images).
 #[cfg(feature = "gl")]
 #[test]
 #[ignore = "VM lane: runs in the guest via scripts/vm-test"]
@@ -490,15 +491,21 @@ fn a_soak_with_injected_faults_loses_no_buffer_and_counts_each_fault_once() {
         maps_diff(&maps_before, &maps_after)
     );
     assert_eq!(after.2, before.2, "live EGL images");
-    if let Some((&settled, rest)) = rss_series.get(1..).and_then(|s| s.split_first()) {
-        let top = rest.iter().copied().max().unwrap_or(settled);
-        assert!(
-            top <= settled + 1024,
-            "RSS keeps growing during the soak: {rss_series:?}"
-        );
-    }
+    // RSS settles in the first seconds of the soak (about 4-5 MiB, once: allocator arenas
+    // and driver caches reaching their working size), then stays flat while thousands of
+    // frames go by: growth with the frames would be a leak.
     assert!(
-        after.3 <= before.3 + 4096,
+        rss_series.len() >= 5,
+        "a soak of at least 50 s: {rss_series:?}"
+    );
+    let settled = rss_series[1];
+    let top = rss_series[1..].iter().copied().max().unwrap();
+    assert!(
+        top <= settled + 1024,
+        "RSS keeps growing during the soak (KiB every 10 s): {rss_series:?}"
+    );
+    assert!(
+        after.3 <= before.3 + 16 * 1024,
         "RSS grew from {} to {} KiB",
         before.3,
         after.3
@@ -645,8 +652,8 @@ fn a_pin_over_a_vivid_frame_holds_its_buffer() {
 /// vivid's "Disconnect" while the camera streams: `next_frame` ends with the disconnected
 /// error within a bounded time (and keeps returning it at once), a frame still held stays
 /// valid (its bytes unchanged) until dropped, dropping it queues nothing, and closing
-/// everything leaves no fd behind. Runs last: the webcam is gone for the rest of the
-/// guest session.
+/// everything leaves no fd behind. Runs last: what the node does afterwards is vivid's
+/// business (on 6.12, a new open once every fd closed streams again).
 #[test]
 #[ignore = "VM lane: runs in the guest via scripts/vm-test"]
 fn zz_a_disconnect_mid_stream_ends_next_frame_and_held_frames_stay_valid() {
