@@ -198,8 +198,12 @@ fn run(args: &Args) -> Result<()> {
         ms(infer_time) / n
     );
     println!(
-        "dropped frames: {} (camera errors: {})",
-        cam_stats.dropped, cam_stats.errors
+        "dropped frames: {} (buffers with errors: {}, empty: {}, malformed: {}; failed requeues: {})",
+        cam_stats.dropped,
+        cam_stats.errors,
+        cam_stats.empty,
+        cam_stats.malformed,
+        cam_stats.requeue_failures
     );
     println!(
         "processor stats: frames {}, imports {}, cache hits {}, uploads {}, readbacks {}, cpu fallbacks {}",

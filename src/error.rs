@@ -51,9 +51,9 @@ pub enum Error {
     /// Every capture buffer is held by a frame the application has not dropped; the
     /// camera returns this at once instead of blocking. Drop a frame, then ask again.
     #[error(
-        "all {buffers} capture buffers are held by frames that have not been dropped; drop a \
-         Frame (which gives its buffer back) before asking for the next one, or open the \
-         camera with more buffers"
+        "all {buffers} capture buffers are held by frames (or pins over frames) that have not \
+         been dropped; drop a Frame, and any pin over it, to give its buffer back before \
+         asking for the next one, or open the camera with more buffers"
     )]
     AllBuffersHeld {
         /// The camera's buffer count (all of them held).

@@ -215,3 +215,50 @@ fn opening_what_is_not_a_camera_is_an_error() {
     let fds_after = std::fs::read_dir("/proc/self/fd").unwrap().count();
     assert_eq!(fds_before, fds_after, "failed opens leak no fd");
 }
+
+/// A pin over a frame holds its buffer: the camera does not draw into it while the pin is
+/// alive (even after the frame dropped), the pinned bytes stay the frame's, the buffer
+/// counts as held, and once the pin drops the buffer comes back.
+#[test]
+fn a_pin_over_a_frame_holds_its_buffer_until_it_drops() {
+    let mut cam = synthetic(PixelFormat::Yuyv, 64, 32, 3);
+    let frame = cam.next_frame().unwrap();
+    let index = frame.buffer_index();
+    let pin = frame.pin_host().unwrap();
+    // SAFETY: nothing writes the buffer while it is pinned (that is what is tested).
+    let pinned = unsafe { pin.as_slice() }.to_vec();
+    assert_eq!(pinned, frame.map().unwrap().as_bytes()[..pinned.len()]);
+    drop(frame);
+    assert_eq!(cam.held_buffers(), 1, "the pinned buffer is still held");
+    let a = cam.buffer_accounting().unwrap();
+    assert_eq!((a.pinned, a.queued), (1, 2), "{a:?}");
+    for _ in 0..9 {
+        let f = cam.next_frame().unwrap();
+        assert_ne!(
+            f.buffer_index(),
+            index,
+            "the camera drew into a pinned buffer"
+        );
+    }
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { pin.as_slice() },
+        &pinned[..],
+        "pinned bytes changed"
+    );
+    // Two more frames held: with the pinned one, every buffer is taken.
+    let held = [cam.next_frame().unwrap(), cam.next_frame().unwrap()];
+    let err = cam.next_frame().unwrap_err();
+    assert_eq!(err.kind(), pinframe::ErrorKind::AllBuffersHeld, "{err}");
+    drop(pin);
+    let back = cam.next_frame().unwrap();
+    assert_eq!(
+        back.buffer_index(),
+        index,
+        "the buffer came back once the pin dropped"
+    );
+    drop(held);
+    drop(back);
+    let a = cam.buffer_accounting().unwrap();
+    assert!(a.is_balanced() && a.queued == 3, "{a:?}");
+}

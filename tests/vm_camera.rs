@@ -589,7 +589,9 @@ fn zz_vanished_device_is_an_error() {
         "vanished: {err} (after {took:?}); then: {:?}",
         second.as_ref().err()
     );
+    assert_eq!(err.kind(), pinframe::ErrorKind::Disconnected, "{err}");
     assert!(took < Duration::from_secs(4), "no hang: {took:?}");
-    assert!(second.is_err());
+    let second = second.expect_err("and stays so");
+    assert_eq!(second.kind(), pinframe::ErrorKind::Disconnected, "{second}");
     restore_vivid(&path);
 }

@@ -24,20 +24,23 @@
 //! `VIDIOC_EXPBUF` and imported as a tensor. Either way a frame is a dma-buf, and the same
 //! buffer is the same tensor frame after frame (so GPU imports are cached by identity).
 
-mod ioctl;
+mod pool;
 mod synthetic;
+#[cfg(test)]
+mod tests;
 mod v4l2;
 
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::image::{Colorimetry, ImageLayout, PixelFormat};
 use crate::tensor::{DmaRoute, Tensor};
 use crate::{Error, Result};
+use pool::Shared;
 
 pub use v4l2::{DeviceFormat, list_formats};
 
@@ -282,46 +285,99 @@ pub struct Camera {
     format: CaptureFormat,
     mode: BufferMode,
     name: String,
+    /// The device path (or the synthetic camera's name), for messages.
+    dev: String,
     timeout: Duration,
-    stats: CameraStats,
-    last_sequence: Option<u32>,
 }
 
 enum Inner {
-    V4l2(v4l2::Stream),
+    V4l2,
     Synthetic(synthetic::Pattern),
 }
 
-/// Counters of what a camera delivered.
+/// What a camera counted. Each buffer the driver returned is counted once, by what it
+/// was, and each sequence number it skipped as a drop: `frames + errors + empty +
+/// malformed + dropped - repeated` is the span of sequence numbers from the first buffer
+/// to the last (a driver that skips numbers for another reason shows up as `dropped`; one
+/// that restarts its count is not a gap).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CameraStats {
     /// Frames handed out.
     pub frames: u64,
-    /// Frames the driver skipped (gaps in the sequence numbers).
+    /// Frames the driver skipped: gaps in the sequence numbers (a buffer the driver
+    /// dropped, or a frame that came while no buffer was queued). Buffers counted below
+    /// are not gaps.
     pub dropped: u64,
-    /// Buffers the driver returned flagged `V4L2_BUF_FLAG_ERROR` or shorter than the
-    /// layout; they are requeued and not handed out.
+    /// Buffers the driver returned flagged `V4L2_BUF_FLAG_ERROR` (a corrupt frame); they
+    /// go back to the driver and are not handed out.
     pub errors: u64,
+    /// Buffers the driver returned with `bytesused` 0 and no error flag: no image, not a
+    /// frame of stale data; queued again, not handed out.
+    pub empty: u64,
+    /// Buffers with less data than the layout needs, or plane data offsets that do not
+    /// fit the buffer; queued again, not handed out (the latter also ends that
+    /// `next_frame` with [`Error::Device`]).
+    pub malformed: u64,
+    /// Buffers whose sequence number repeated the previous buffer's (a driver quirk; they
+    /// are counted above as what they were, too).
+    pub repeated: u64,
+    /// `VIDIOC_QBUF` calls that failed while giving a buffer back (counted once each).
+    /// The buffer is kept, not lost: the next [`Camera::next_frame`] queues it again and
+    /// reports the error if that fails too.
+    pub requeue_failures: u64,
+}
+
+/// Where a camera's buffers are now: [`Camera::buffer_accounting`].
+///
+/// Every buffer is in exactly one of `queued`, `held`, `pinned` or `idle`, so they add up
+/// to `buffers`; `lost` counts the buffers whose place in pinframe's record disagrees with
+/// the driver's own (`VIDIOC_QUERYBUF`), and is 0 unless something is broken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BufferAccounting {
+    /// The camera's buffer count.
+    pub buffers: usize,
+    /// With the driver (for the synthetic camera: free for the next frame).
+    pub queued: usize,
+    /// In frames the application holds.
+    pub held: usize,
+    /// Their frames dropped, but pins over them are alive (see [`Frame`]).
+    pub pinned: usize,
+    /// With pinframe and due to go back to the driver (after a failed `VIDIOC_QBUF`, or
+    /// once streaming stopped); the next [`Camera::next_frame`] queues them.
+    pub idle: usize,
+    /// Buffers pinframe's record places differently than the driver does.
+    pub lost: usize,
+}
+
+impl BufferAccounting {
+    /// True when every buffer is accounted for: nothing lost and the places add up.
+    pub fn is_balanced(&self) -> bool {
+        self.lost == 0 && self.queued + self.held + self.pinned + self.idle == self.buffers
+    }
 }
 
 impl Camera {
     /// Opens a V4L2 capture device, negotiates `config` and starts streaming.
     ///
     /// A device whose formats pinframe cannot convert, or that reports a layout pinframe
-    /// cannot describe, fails here with a message listing what it supports.
+    /// cannot describe, fails here ([`Error::Unsupported`]) with a message listing what it
+    /// supports; a driver that refuses its buffers or to start streaming is an
+    /// [`Error::Device`]; a node that is not a V4L2 device, or a bad `config`, is an
+    /// invalid argument.
     pub fn open(path: impl AsRef<Path>, config: CameraConfig) -> Result<Camera> {
         config.validate()?;
-        let opened = v4l2::Stream::open(path.as_ref(), &config)?;
+        let path = path.as_ref();
+        let opened = v4l2::open(path, &config)?;
         Ok(Camera {
-            shared: opened.shared.clone(),
+            shared: opened.shared,
             format: opened.format,
             mode: opened.mode,
             name: opened.name,
+            dev: path.display().to_string(),
             timeout: config.timeout,
-            stats: CameraStats::default(),
-            last_sequence: None,
-            inner: Inner::V4l2(opened.stream),
+            inner: Inner::V4l2,
         })
     }
 
@@ -332,17 +388,17 @@ impl Camera {
     pub fn synthetic(config: CameraConfig) -> Result<Camera> {
         config.validate()?;
         let (pattern, shared, format, mode) = synthetic::Pattern::new(&config)?;
+        let name = format!(
+            "synthetic {}x{} {}",
+            format.width, format.height, format.format
+        );
         Ok(Camera {
             shared,
-            name: format!(
-                "synthetic {}x{} {}",
-                format.width, format.height, format.format
-            ),
+            dev: name.clone(),
+            name,
             format,
             mode,
             timeout: config.timeout,
-            stats: CameraStats::default(),
-            last_sequence: None,
             inner: Inner::Synthetic(pattern),
         })
     }
@@ -367,9 +423,22 @@ impl Camera {
         self.shared.lock().slots.len()
     }
 
-    /// Buffers held by the application now (frames not yet dropped).
+    /// Buffers the application holds now: in frames not yet dropped, or kept by pins over
+    /// dropped frames.
     pub fn held_buffers(&self) -> usize {
-        self.shared.lock().slots.iter().filter(|s| s.held).count()
+        let state = self.shared.lock();
+        state
+            .slots
+            .iter()
+            .filter(|s| matches!(s.state, pool::SlotState::Held | pool::SlotState::Pinned))
+            .count()
+    }
+
+    /// Where every buffer is now, checked against the driver's record
+    /// (`VIDIOC_QUERYBUF`); see [`BufferAccounting`]. Fails when the driver cannot be
+    /// asked (a vanished device: [`Error::Disconnected`]).
+    pub fn buffer_accounting(&self) -> Result<BufferAccounting> {
+        self.shared.accounting(&self.dev)
     }
 
     /// The device's driver and card name (or "synthetic ...").
@@ -382,57 +451,47 @@ impl Camera {
         matches!(self.inner, Inner::Synthetic(_))
     }
 
-    /// Frames delivered, dropped and errored so far.
+    /// What the camera counted so far: frames, drops, error/empty/malformed buffers and
+    /// failed requeues (see [`CameraStats`]).
     pub fn stats(&self) -> CameraStats {
-        self.stats
+        self.shared.lock().stats
     }
 
     /// Frames the driver dropped so far (sequence gaps).
     pub fn dropped_frames(&self) -> u64 {
-        self.stats.dropped
+        self.stats().dropped
     }
 
     /// Waits (up to the configured timeout) for the next frame.
     ///
-    /// Errors, by [`kind`](crate::Error::kind): every buffer is held by undropped frames
-    /// ([`Error::AllBuffersHeld`], at once, never blocking: drop a frame and ask again), no
-    /// frame within the timeout ([`Error::Timeout`]: ask again), the device vanished
-    /// ([`Error::Disconnected`]: reopen it when it is back) or the driver failed the
-    /// stream ([`Error::Device`]: reopen).
+    /// Errors, by [`kind`](crate::Error::kind) (the README's capture loop shows what to do
+    /// with each):
+    /// - [`Error::AllBuffersHeld`] at once, never blocking, when every buffer is held by
+    ///   undropped frames or pins over them: drop one and ask again;
+    /// - [`Error::Timeout`] when no frame came in time: ask again;
+    /// - [`Error::Disconnected`] when the device vanished (unplugged, driver unbound):
+    ///   frames still held stay valid; drop the camera and open it again when it is back;
+    /// - [`Error::Device`] when the driver failed the stream (a fatal streaming error, a
+    ///   buffer it returned twice or with impossible plane offsets, a buffer it refused to
+    ///   take back twice over): drop the camera and open it again.
+    ///
+    /// A stream that was disconnected or failed stays so: every later call returns the same
+    /// error at once.
     pub fn next_frame(&mut self) -> Result<Frame> {
         self.next_frame_timeout(self.timeout)
     }
 
     /// [`next_frame`](Camera::next_frame) with an explicit timeout.
     pub fn next_frame_timeout(&mut self, timeout: Duration) -> Result<Frame> {
-        {
-            let state = self.shared.lock();
-            if let Some(e) = &state.error {
-                return Err(Error::Device(e.clone()));
-            }
-            let n = state.slots.len();
-            if state.slots.iter().all(|s| s.held) {
-                return Err(Error::AllBuffersHeld { buffers: n });
-            }
-        }
         let captured = match &mut self.inner {
-            Inner::V4l2(s) => s.dequeue(
-                &self.shared,
-                &mut self.format.layout,
-                timeout,
-                &mut self.stats,
-            )?,
-            Inner::Synthetic(p) => p.render(&self.shared)?,
-        };
-        if let Some(last) = self.last_sequence {
-            let gap = captured.sequence.wrapping_sub(last).wrapping_sub(1);
-            // A sequence that went backwards (driver restart) is not a gap.
-            if gap < u32::MAX / 2 {
-                self.stats.dropped += gap as u64;
+            Inner::V4l2 => {
+                v4l2::capture(&self.shared, &mut self.format.layout, timeout, &self.dev)?
             }
-        }
-        self.last_sequence = Some(captured.sequence);
-        self.stats.frames += 1;
+            Inner::Synthetic(p) => {
+                self.shared.prepare(&self.dev)?;
+                p.render(&self.shared)?
+            }
+        };
         let tensor = self.shared.lock().slots[captured.index].tensor.clone();
         Ok(Frame {
             tensor: ManuallyDrop::new(tensor),
@@ -446,21 +505,50 @@ impl Camera {
     }
 }
 
+#[cfg(test)]
+impl Camera {
+    /// A camera over a fake driver queue (see `v4l2::fake`), streaming: every slot queued.
+    pub(crate) fn with_queue(
+        queue: Box<dyn v4l2::DeviceQueue>,
+        slots: Vec<pool::Slot>,
+        format: CaptureFormat,
+    ) -> Camera {
+        let shared = Arc::new(Shared::new(Some(queue), slots));
+        {
+            let mut state = shared.lock();
+            state.streaming = true;
+            for i in 0..state.slots.len() {
+                assert!(state.requeue(shared.queue(), i).is_none());
+            }
+            shared.queue().unwrap().stream(true).unwrap();
+        }
+        Camera {
+            shared,
+            format,
+            mode: BufferMode::Mmap,
+            name: "fake".into(),
+            dev: "fake".into(),
+            timeout: Duration::from_millis(200),
+            inner: Inner::V4l2,
+        }
+    }
+}
+
 impl fmt::Debug for Camera {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Camera")
             .field("name", &self.name)
             .field("format", &self.format)
             .field("mode", &self.mode)
-            .field("stats", &self.stats)
+            .field("stats", &self.stats())
             .finish()
     }
 }
 
 impl Drop for Camera {
     fn drop(&mut self) {
-        if let Inner::V4l2(s) = &self.inner {
-            s.stop(&self.shared);
+        if let Inner::V4l2 = self.inner {
+            v4l2::stop(&self.shared, &self.dev);
         }
     }
 }
@@ -469,6 +557,12 @@ impl Drop for Camera {
 /// cameras) with the frame's layout and colorimetry. Dropping it gives the buffer back to
 /// the driver. Frames may be held (and sent to other threads); when every buffer is held,
 /// [`Camera::next_frame`] returns an error instead of blocking.
+///
+/// A [`HostPin`](crate::HostPin) over a frame (`frame.pin_host()`) holds the buffer: the
+/// driver does not get it back, and so cannot refill it under the pin, until both the
+/// frame and every clone of the pin dropped (the camera notices a dropped pin at its next
+/// [`next_frame`](Camera::next_frame)). Pinned buffers count as held; a pin kept for good
+/// takes its buffer out of the camera's pool for good.
 pub struct Frame {
     tensor: ManuallyDrop<Arc<Tensor<u8>>>,
     shared: Arc<Shared>,
@@ -551,95 +645,5 @@ impl Drop for Frame {
         // the only reference to it.
         unsafe { ManuallyDrop::drop(&mut self.tensor) };
         self.shared.release(self.index);
-    }
-}
-
-/// What a source produced for one frame.
-pub(crate) struct Captured {
-    pub index: usize,
-    pub sequence: u32,
-    pub timestamp: Duration,
-    pub bytesused: [u32; 3],
-}
-
-/// State shared by a camera and its frames: the device (to requeue buffers when frames
-/// drop, even from another thread) and the buffer slots.
-pub(crate) struct Shared {
-    queue: Option<v4l2::Queue>,
-    state: Mutex<State>,
-}
-
-pub(crate) struct State {
-    pub slots: Vec<Slot>,
-    /// The device streams (buffers released by frames are queued again).
-    pub streaming: bool,
-    /// A failure found while requeueing from a frame's drop; reported by the next
-    /// `next_frame`.
-    pub error: Option<String>,
-}
-
-/// One capture buffer.
-pub(crate) struct Slot {
-    /// The buffer as a tensor (the same tensor for the life of the camera).
-    pub tensor: Arc<Tensor<u8>>,
-    /// Held by a [`Frame`].
-    pub held: bool,
-    /// With the driver.
-    pub queued: bool,
-    /// Per-plane dma-buf size to queue (DMABUF mode).
-    pub lengths: [u32; 3],
-    /// DMABUF mode: the allocations behind the tensor's fds.
-    pub _backing: Vec<Tensor<u8>>,
-}
-
-impl Slot {
-    /// A free slot (neither held nor queued) over `tensor`; `lengths` and `backing` as
-    /// the fields say (zeros and none outside DMABUF mode).
-    pub(crate) fn new(tensor: Tensor<u8>, lengths: [u32; 3], backing: Vec<Tensor<u8>>) -> Self {
-        Slot {
-            tensor: Arc::new(tensor),
-            held: false,
-            queued: false,
-            lengths,
-            _backing: backing,
-        }
-    }
-}
-
-impl Shared {
-    pub(crate) fn new(queue: Option<v4l2::Queue>, slots: Vec<Slot>) -> Self {
-        Shared {
-            queue,
-            state: Mutex::new(State {
-                slots,
-                streaming: false,
-                error: None,
-            }),
-        }
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Gives buffer `index` back: to the driver while streaming.
-    fn release(&self, index: usize) {
-        let mut state = self.lock();
-        let streaming = state.streaming;
-        let Some(slot) = state.slots.get_mut(index) else {
-            return;
-        };
-        slot.held = false;
-        if let (Some(queue), true) = (&self.queue, streaming) {
-            match queue.enqueue(index, slot) {
-                Ok(()) => slot.queued = true,
-                Err(e) => {
-                    log::error!("camera: requeueing buffer {index}: {e}");
-                    state
-                        .error
-                        .get_or_insert_with(|| format!("requeueing buffer {index}: {e}"));
-                }
-            }
-        }
     }
 }

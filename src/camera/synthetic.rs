@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{BufferMode, CameraConfig, CaptureFormat, Captured, Shared, Slot};
+use super::pool::{Captured, Shared, Slot, SlotState};
+use super::{BufferMode, CameraConfig, CaptureFormat};
 use crate::image::{Colorimetry, PixelFormat};
 use crate::tensor::{Memory, Tensor};
 use crate::{Error, Result};
@@ -170,6 +171,14 @@ impl Pattern {
             layout,
         };
         let shared = Arc::new(Shared::new(None, slots));
+        {
+            // Every buffer starts free (the synthetic camera's "queued").
+            let mut state = shared.lock();
+            state.streaming = true;
+            for i in 0..state.slots.len() {
+                let _ = state.requeue(None, i);
+            }
+        }
         let row = vec![[0u8; 3]; width as usize];
         Ok((
             Pattern {
@@ -201,7 +210,7 @@ impl Pattern {
         let n = state.slots.len();
         let index = (0..n)
             .map(|i| (self.next_slot + i) % n)
-            .find(|&i| !state.slots[i].held)
+            .find(|&i| state.slots[i].state == SlotState::Queued)
             .ok_or(Error::AllBuffersHeld { buffers: n })?;
         let t = self.sequence;
         self.fill_rows(t);
@@ -210,10 +219,12 @@ impl Pattern {
             Error::InvalidArgument("a free synthetic frame buffer is still referenced".into())
         })?;
         self.draw(tensor, t)?;
-        slot.held = true;
+        let bytes = tensor.layout().map_or(0, |l| l.required_len(0)) as u32;
+        slot.state = SlotState::Held;
+        state.note_sequence(t);
+        state.stats.frames += 1;
         self.next_slot = (index + 1) % n;
         self.sequence = self.sequence.wrapping_add(1);
-        let bytes = tensor.layout().map_or(0, |l| l.required_len(0)) as u32;
         Ok(Captured {
             index,
             sequence: t,
