@@ -1,6 +1,7 @@
 //! `pinframe.ImageProcessor`, `pinframe.ConvertInfo`, `pinframe.ProcessorStats`.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pinframe::{
     Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Error, Fit, Flip,
@@ -25,6 +26,7 @@ use crate::tensor::{PyImageLayout, PyTensor};
 #[pyclass(name = "ImageProcessor", module = "pinframe", frozen)]
 pub(crate) struct PyImageProcessor {
     inner: Mutex<ImageProcessor>,
+    parallel: AtomicBool,
 }
 
 /// What a conversion did (the Rust `ConvertInfo`): map detections back to source pixels
@@ -96,7 +98,22 @@ impl PyImageProcessor {
             .or_raise()?;
         Ok(PyImageProcessor {
             inner: Mutex::new(p),
+            parallel: AtomicBool::new(true),
         })
+    }
+
+    /// Whether the CPU backend spreads row bands over its thread pool (True, the
+    /// default) or converts on the calling thread only (the Rust `set_parallel`).
+    #[getter]
+    fn parallel(&self) -> bool {
+        self.parallel.load(Ordering::SeqCst)
+    }
+
+    #[setter]
+    fn set_parallel(&self, parallel: bool) {
+        let mut p = self.lock();
+        p.set_parallel(parallel);
+        self.parallel.store(parallel, Ordering::SeqCst);
     }
 
     /// The backend conversions run on: "cpu" or "gl" (never "auto").

@@ -217,6 +217,7 @@ class ImageProcessor:
     def backend(self) -> Literal["cpu", "gl"]: ...
     @property
     def stats(self) -> ProcessorStats: ...
+    parallel: bool
     def convert(
         self,
         src: Union[Tensor, np.ndarray, Any],
