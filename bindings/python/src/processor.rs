@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pinframe::{
     Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Error, Fit, Flip,
-    ImageLayout, ImageProcessor, Interpolation, Matrix, Normalize, Range, Rotation,
+    ImageLayout, ImageProcessor, Interpolation, Matrix, Normalize, Quantize, Range, Rotation,
 };
 use pyo3::prelude::*;
 
@@ -81,6 +81,20 @@ fn parse_fit(name: Option<&str>, pad: Option<[u8; 3]>) -> PyResult<Fit> {
     Ok(fit)
 }
 
+/// `(scale, zero_point)` per tensor, or `((s, s, s), (z, z, z))` per channel (R, G, B).
+fn parse_quantize(q: &Bound<'_, PyAny>) -> PyResult<Quantize> {
+    if let Ok((scale, zero_point)) = q.extract::<(f32, i32)>() {
+        return Ok(Quantize::per_tensor(scale, zero_point));
+    }
+    if let Ok((scale, zero_point)) = q.extract::<([f32; 3], [i32; 3])>() {
+        return Ok(Quantize::per_channel(scale, zero_point));
+    }
+    Err(invalid(format!(
+        "quantize {} is not (scale, zero_point) nor ((s, s, s), (z, z, z))",
+        q.repr()?
+    )))
+}
+
 impl PyImageProcessor {
     fn lock(&self) -> std::sync::MutexGuard<'_, ImageProcessor> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -138,8 +152,9 @@ impl PyImageProcessor {
     }
 
     /// convert(src, dst, *, fit="stretch", pad=(114, 114, 114), crop=None, rotate=0,
-    ///         flip="none", mean=(0, 0, 0), std=(1, 1, 1), interp="bilinear",
-    ///         matrix=None, range=None, src_format=None, src_layout=None) -> ConvertInfo
+    ///         flip="none", mean=(0, 0, 0), std=(1, 1, 1), quantize=None,
+    ///         interp="bilinear", matrix=None, range=None, src_format=None,
+    ///         src_layout=None) -> ConvertInfo
     ///
     /// Converts the image `src` into the image tensor `dst` in one pass, as the CLI's
     /// `pinframe convert` does (the same options, the same bytes), without copying either.
@@ -169,7 +184,10 @@ impl PyImageProcessor {
     ///
     /// Values: u8 stores the pixel; i8 stores it minus 128 (u8 XOR 0x80); f16 and f32
     /// store `(v / 255 - mean) / std` per channel, `mean` and `std` as (r, g, b) (e.g.
-    /// ImageNet's (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)).
+    /// ImageNet's (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)). `quantize=(scale,
+    /// zero_point)` (or per channel `((s, s, s), (z, z, z))`) quantises u8 and i8 outputs
+    /// as TFLite models expect: `q = clamp(round(x / scale) + zero_point)`, where `x` is
+    /// the normalised value a float output would hold.
     ///
     /// Returns a ConvertInfo: `scale`, `offset`, `content` (the destination rectangle
     /// holding source pixels) and `to_source(x, y)`, which maps a destination point (a
@@ -181,7 +199,7 @@ impl PyImageProcessor {
     /// does not convert; DeviceError when the GL backend fails.
     #[pyo3(signature = (
         src, dst, *, fit = None, pad = None, crop = None, rotate = 0, flip = None,
-        mean = None, std = None, interp = None, matrix = None, range = None,
+        mean = None, std = None, quantize = None, interp = None, matrix = None, range = None,
         src_format = None, src_layout = None
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -197,6 +215,7 @@ impl PyImageProcessor {
         flip: Option<&str>,
         mean: Option<[f32; 3]>,
         std: Option<[f32; 3]>,
+        quantize: Option<&Bound<'_, PyAny>>,
         interp: Option<&str>,
         matrix: Option<&str>,
         range: Option<&str>,
@@ -277,6 +296,7 @@ impl PyImageProcessor {
         let rotation = Rotation::from_degrees(rotate).or_raise()?;
         let fit = parse_fit(fit, pad)?;
         let crop = crop.map(|(x, y, w, h)| Crop::new(x, y, w, h));
+        let quantize = quantize.map(parse_quantize).transpose()?;
         let normalize = Normalize {
             mean: mean.unwrap_or([0.0; 3]),
             std: std.unwrap_or([1.0; 3]),
@@ -299,6 +319,7 @@ impl PyImageProcessor {
                     Colorimetry::default_for_height(src_height),
                 ),
                 normalize,
+                quantize,
             };
             let mut p = self.lock();
             match &source {

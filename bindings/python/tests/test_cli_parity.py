@@ -43,6 +43,13 @@ OPTIONS = {
             mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
         ),
     ),
+    "quantized-letterbox": (
+        [
+            "--fit", "letterbox", "--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5",
+            "--quantize", "0.0078125,3",
+        ],
+        dict(fit="letterbox", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), quantize=(0.0078125, 3)),
+    ),
 }
 
 CASES = [
@@ -52,6 +59,8 @@ CASES = [
     for opt in OPTIONS
     for size in ((38, 22), (37, 21))
     if size == (38, 22) or opt == "letterbox"
+    # Quantisation applies to u8 and i8 outputs.
+    if not (opt.startswith("quantized") and dtype not in ("u8", "i8"))
 ]
 
 

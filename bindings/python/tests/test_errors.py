@@ -53,6 +53,8 @@ def test_wrong_dtype_source_array(proc, dst):
 
 def test_wrong_dtype_destination(proc):
     src = pinframe.Tensor.image(16, 16, "rgb")
+    with pytest.raises(pinframe.InvalidInput, match="u8 and i8"):
+        proc.convert(src, pinframe.Tensor.image(16, 16, "rgb", "f32"), quantize=(0.1, 0))
     with pytest.raises(pinframe.Unsupported):
         proc.convert(src, pinframe.Tensor.image(16, 16, "rgb", "u16"))
     with pytest.raises(pinframe.InvalidInput, match="destination"):
@@ -151,6 +153,17 @@ def test_bad_options(proc, kwargs, match):
     dst = pinframe.Tensor.image(16, 16, "planar-rgb", "f32")
     with pytest.raises(pinframe.InvalidInput, match=match):
         proc.convert(src, dst, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "quantize,match",
+    [((0.0, 0), "scale"), ((0.1, 300), "zero point"), ("0.5,3", "quantize"), ((1, 2, 3), "quantize")],
+)
+def test_bad_quantisation(proc, quantize, match):
+    src = pinframe.Tensor.image(32, 32, "nv12")
+    dst = pinframe.Tensor.image(16, 16, "rgb", "u8")
+    with pytest.raises(pinframe.InvalidInput, match=match):
+        proc.convert(src, dst, quantize=quantize)
 
 
 def test_bad_option_types(proc):

@@ -230,6 +230,9 @@ class ImageProcessor:
         flip: Optional[Literal["none", "h", "v"]] = None,
         mean: Optional[Tuple[float, float, float]] = None,
         std: Optional[Tuple[float, float, float]] = None,
+        quantize: Optional[
+            Union[Tuple[float, int], Tuple[Tuple[float, float, float], Tuple[int, int, int]]]
+        ] = None,
         interp: Optional[Literal["bilinear", "nearest"]] = None,
         matrix: Optional[Literal["bt601", "bt709", "bt2020"]] = None,
         range: Optional[Literal["limited", "full"]] = None,
