@@ -271,7 +271,7 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
                     }
                     sh[1]
                 }
-                2 if sh[1] % 2 == 0 => {
+                2 if sh[1].is_multiple_of(2) => {
                     if st[1] != 1 {
                         return Err(not_in_place(a, format, "its samples are not contiguous"));
                     }
@@ -292,7 +292,7 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
             let (_, vsub) = format.chroma_subsampling();
             // rows = height + ceil(height / vsub)
             let height = if vsub == 1 {
-                (rows % 2 == 0).then_some(rows / 2)
+                rows.is_multiple_of(2).then_some(rows / 2)
             } else {
                 match rows % 3 {
                     0 => Some(rows / 3 * 2),
@@ -308,7 +308,7 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
             })?;
             if format.family() == FormatFamily::PlanarYuv420 {
                 // The two chroma planes share the array's rows only when tightly packed.
-                if sh[1] % 2 != 0 || st[0] != sh[1] {
+                if !sh[1].is_multiple_of(2) || st[0] != sh[1] {
                     return Err(not_in_place(
                         a,
                         format,
@@ -363,7 +363,7 @@ pub(crate) fn check_extent(a: &ArrayRef, layout: &ImageLayout) -> PyResult<()> {
             a.describe()
         )));
     }
-    if a.ptr % a.dtype.size() != 0 {
+    if !a.ptr.is_multiple_of(a.dtype.size()) {
         return Err(invalid(
             "the array's data is not aligned to its element size",
         ));

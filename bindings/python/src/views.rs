@@ -57,11 +57,13 @@ impl Export {
     }
 
     /// Bytes the view's elements cover if they were packed.
+    #[cfg(any(not(Py_LIMITED_API), Py_3_11))]
     pub(crate) fn nbytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.size()
     }
 
     /// True when the elements are C-contiguous.
+    #[cfg(any(not(Py_LIMITED_API), Py_3_11))]
     pub(crate) fn is_c_contiguous(&self) -> bool {
         c_contiguous(&self.shape, &self.strides, self.dtype.size())
     }
@@ -78,6 +80,7 @@ impl Export {
     }
 }
 
+#[cfg(any(not(Py_LIMITED_API), Py_3_11))]
 fn c_contiguous(shape: &[usize], strides: &[isize], item: usize) -> bool {
     let mut expect = item as isize;
     for (&d, &s) in shape.iter().zip(strides).rev() {

@@ -143,7 +143,8 @@ def test_a_thousand_converts_allocate_nothing_per_frame(proc):
     diff = this_file.compare_to(
         snap_before.filter_traces([tracemalloc.Filter(True, __file__)]), "lineno"
     )
-    assert sum(max(s.count_diff, 0) for s in diff) <= 2, diff[:5]
+    # A per-frame object would count about 1,000 here; a few are the loop's own.
+    assert sum(max(s.count_diff, 0) for s in diff) <= 10, diff[:5]
     assert pin.address == np.asarray(dst).ctypes.data
 
 
@@ -191,8 +192,13 @@ def test_read_only_memory_gives_read_only_views():
         a[0, 0, 0] = 1
     with pytest.raises(pinframe.InvalidInput, match="read-only"):
         t.map_mut()
-    d = np.from_dlpack(t)  # DLPack 1.0 carries the read-only flag
-    assert not d.flags.writeable and d[0, 1, 0] == 2
+    numpy_version = tuple(int(v) for v in np.__version__.split(".")[:2])
+    if numpy_version >= (2, 1):
+        d = np.from_dlpack(t)  # DLPack 1.0 carries the read-only flag
+        assert not d.flags.writeable and d[0, 1, 0] == 2
+    else:
+        with pytest.raises(BufferError, match="read-only"):
+            np.from_dlpack(t)  # numpy < 2.1 asks for a 0.x capsule
     with pytest.raises(BufferError):
         t.__dlpack__()  # a 0.x capsule cannot say read-only
     if pinframe.BUFFER_PROTOCOL:
