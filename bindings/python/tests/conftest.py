@@ -60,3 +60,46 @@ def has_dma() -> bool:
         return True
     except pinframe.MemoryUnavailable:
         return False
+
+
+def python_runs_during(call, attempts=3):
+    """Runs `call()` on this thread while another thread records timestamps as fast as it
+    can; returns how many it recorded in the middle third of the call, and the call's
+    duration. With the GIL held for the whole call the other thread is stopped from just
+    after the call starts (a switch interval, set to 1 ms here) until it returns, so it
+    records nothing in the middle, ever; with the GIL released it runs there, unless the
+    machine's scheduler parks it for that whole stretch, which is why up to `attempts`
+    calls are made (the first that shows it running ends the measurement)."""
+    import sys
+    import threading
+    import time
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    try:
+        for _ in range(attempts):
+            stamps = []
+            stop = threading.Event()
+
+            def spin():
+                clock = time.perf_counter
+                while not stop.is_set():
+                    stamps.append(clock())
+
+            th = threading.Thread(target=spin)
+            th.start()
+            try:
+                time.sleep(0.02)
+                t0 = time.perf_counter()
+                call()
+                t1 = time.perf_counter()
+            finally:
+                stop.set()
+                th.join()
+            third = (t1 - t0) / 3
+            middle = sum(1 for t in stamps if t0 + third < t < t1 - third)
+            if middle:
+                break
+    finally:
+        sys.setswitchinterval(interval)
+    return middle, t1 - t0

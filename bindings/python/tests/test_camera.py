@@ -1,12 +1,10 @@
 """The synthetic camera from Python: frames are tensors, requeued when released."""
 
-import threading
-import time
-
 import numpy as np
 import pytest
 
 import pinframe
+from conftest import python_runs_during
 
 
 def test_frames_are_tensors_released_on_exit(proc):
@@ -81,26 +79,11 @@ def test_frames_outlive_the_camera(proc):
 def test_next_frame_releases_the_gil():
     """A paced camera sleeps in next_frame until the frame is due; another thread runs
     Python meanwhile."""
-    count = [0]
-    stop = threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            count[0] += 1
-
     with pinframe.Camera("synthetic", size=(64, 48), fps=4) as cam:
         cam.next_frame().release()
-        th = threading.Thread(target=spin)
-        th.start()
-        try:
-            time.sleep(0.02)
-            c0 = count[0]
-            cam.next_frame().release()  # due 250 ms after the first
-            delta = count[0] - c0
-        finally:
-            stop.set()
-            th.join()
-    assert delta > 1000, delta
+        middle, took = python_runs_during(lambda: cam.next_frame().release())
+    assert took > 0.1, f"next_frame took only {took:.3f} s"  # due 250 ms after the first
+    assert middle > 0, f"the other thread stood still through the middle of a {took:.3f} s call"
 
 
 def test_frames_are_sources_only():
