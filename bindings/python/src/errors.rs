@@ -20,7 +20,7 @@ static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
 
 /// Every kind, its Python class name, an extra standard base class (so that code written
 /// for the standard exceptions still catches them) and the class docstring.
-const KINDS: [(ErrorKind, &str, Base, &str); 9] = [
+const KINDS: [(ErrorKind, &str, Base, &str); 11] = [
     (
         ErrorKind::InvalidInput,
         "InvalidInput",
@@ -72,6 +72,20 @@ const KINDS: [(ErrorKind, &str, Base, &str); 9] = [
         "DeviceError",
         Base::None,
         "The device, its driver or the GPU failed: close and reopen.",
+    ),
+    (
+        ErrorKind::Runtime,
+        "InferenceRuntimeError",
+        Base::None,
+        "An inference runtime failed loading, compiling or running a model (the message \
+         has its status): check the model.",
+    ),
+    (
+        ErrorKind::RuntimeUnavailable,
+        "RuntimeUnavailable",
+        Base::None,
+        "No inference runtime library could be loaded (the message lists where it looked): \
+         install it, or point pinframe at it (PINFRAME_LITERT_LIB).",
     ),
     (
         ErrorKind::Io,

@@ -9,6 +9,7 @@ mod camera;
 mod dlpack;
 mod dyn_tensor;
 mod errors;
+mod litert;
 mod processor;
 mod tensor;
 mod views;
@@ -123,5 +124,6 @@ fn _pinframe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<processor::PyProcessorStats>()?;
     m.add_class::<camera::PyCamera>()?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
+    litert::register(m)?;
     Ok(())
 }

@@ -18,6 +18,8 @@ KINDS = {
     "Disconnected": "disconnected",
     "ImportRefused": "import refused",
     "DeviceError": "device error",
+    "InferenceRuntimeError": "runtime error",
+    "RuntimeUnavailable": "runtime unavailable",
     "IoError": "i/o error",
 }
 

@@ -21,7 +21,8 @@ destination ``Tensor`` that your inference runtime reads in place through a ``Ho
 
 Every error is a ``pinframe.Error``; its subclass names the kind (``InvalidInput``,
 ``Unsupported``, ``MemoryUnavailable``, ``Timeout``, ``AllBuffersHeld``, ``Disconnected``,
-``ImportRefused``, ``DeviceError``, ``IoError``).
+``ImportRefused``, ``DeviceError``, ``InferenceRuntimeError``, ``RuntimeUnavailable``,
+``IoError``).
 """
 
 from ._pinframe import (
@@ -42,6 +43,8 @@ from ._pinframe import (
     Mapping,
     MemoryUnavailable,
     ProcessorStats,
+    InferenceRuntimeError,
+    RuntimeUnavailable,
     Tensor,
     Timeout,
     Unsupported,
@@ -67,6 +70,8 @@ __all__ = [
     "Mapping",
     "MemoryUnavailable",
     "ProcessorStats",
+    "InferenceRuntimeError",
+    "RuntimeUnavailable",
     "Tensor",
     "Timeout",
     "Unsupported",
