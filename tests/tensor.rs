@@ -293,6 +293,10 @@ fn write_sealed_memfd_imports_read_only() {
         .err()
         .expect("write-sealed memfd must not map writable");
     assert!(e.to_string().contains("read-only"), "{e}");
+    // A pin says so, so that bindings hand out read-only views of it.
+    assert!(!t.pin_host().unwrap().writable());
+    let writable = Tensor::<u8>::new(&[16], Some(Memory::Shm)).unwrap();
+    assert!(writable.pin_host().unwrap().writable());
 }
 
 /// Child half of `memfd_written_by_child_is_seen_by_parent`: runs only when re-executed

@@ -213,6 +213,7 @@ pub struct HostPin<'a> {
     ptr: NonNull<u8>,
     len: usize,
     dtype: DType,
+    writable: bool,
     _keepalive: Arc<BufferStorage>,
     _lifetime: PhantomData<&'a ()>,
 }
@@ -226,7 +227,9 @@ unsafe impl Sync for HostPin<'_> {}
 
 impl HostPin<'static> {
     pub(crate) fn new(storage: Arc<BufferStorage>, len: usize, dtype: DType) -> Result<Self> {
-        let ptr = storage.cpu_ptr(&cpu_mapping_shared())?;
+        let shared = cpu_mapping_shared();
+        let ptr = storage.cpu_ptr(&shared)?;
+        let writable = storage.cpu_writable(&shared)?;
         if len > storage.len() {
             return Err(Error::InvalidArgument(format!(
                 "pin window of {len} bytes exceeds the {}-byte buffer",
@@ -237,6 +240,7 @@ impl HostPin<'static> {
             ptr,
             len,
             dtype,
+            writable,
             _keepalive: storage,
             _lifetime: PhantomData,
         })
@@ -269,6 +273,14 @@ impl HostPin<'_> {
     /// The element type of the pinned tensor.
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// True if the CPU may write the window: false for buffers imported from a read-only
+    /// fd or a write-sealed memfd, which are mapped read-only (a write through
+    /// [`as_mut_ptr`](HostPin::as_mut_ptr) would fault). Bindings that hand the address
+    /// to other code (numpy, DLPack) mark such views read-only.
+    pub fn writable(&self) -> bool {
+        self.writable
     }
 
     /// The largest power of two dividing the address (0 for a null address).
@@ -325,6 +337,7 @@ impl fmt::Debug for HostPin<'_> {
             .field("ptr", &self.ptr)
             .field("len", &self.len)
             .field("alignment", &self.alignment())
+            .field("writable", &self.writable)
             .finish()
     }
 }

@@ -1,0 +1,441 @@
+//! `pinframe.ImageProcessor`, `pinframe.ConvertInfo`, `pinframe.ProcessorStats`.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pinframe::{
+    Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Error, Fit, Flip,
+    ImageLayout, ImageProcessor, Interpolation, Matrix, Normalize, Quantize, Range, Rotation,
+};
+use pyo3::prelude::*;
+
+use crate::array::{self, ArrayRef};
+use crate::dyn_tensor::with_tensor;
+use crate::errors::{OrRaise, invalid};
+use crate::tensor::{PyImageLayout, PyTensor};
+
+/// Converts images: crop, flip, rotate, fit (stretch / letterbox / fill), resample,
+/// YUV→RGB, normalise and store in one pass, on the CPU (fused kernels) or OpenGL ES.
+///
+/// ImageProcessor(backend="auto")
+///
+/// `backend`: "auto" (GL on a hardware GPU, else the CPU), "cpu" or "gl" (fails loudly
+/// when GL cannot start). A processor owns its scratch memory: converting frames of the
+/// same geometry again allocates nothing. It may be used from any thread; calls on one
+/// processor run one at a time.
+#[pyclass(name = "ImageProcessor", module = "pinframe", frozen)]
+pub(crate) struct PyImageProcessor {
+    inner: Mutex<ImageProcessor>,
+    parallel: AtomicBool,
+}
+
+/// What a conversion did (the Rust `ConvertInfo`): map detections back to source pixels
+/// with `to_source(x, y)`.
+#[pyclass(name = "ConvertInfo", module = "pinframe", frozen)]
+pub(crate) struct PyConvertInfo {
+    inner: ConvertInfo,
+}
+
+/// Counters of what a processor did (the Rust `ProcessorStats`).
+#[pyclass(name = "ProcessorStats", module = "pinframe", frozen, get_all, eq)]
+#[derive(PartialEq, Eq)]
+pub(crate) struct PyProcessorStats {
+    /// Source or destination buffers imported into the GPU (new EGL images).
+    imports: u64,
+    /// Conversions that reused an imported buffer.
+    cache_hits: u64,
+    /// Source images copied to the GPU.
+    uploads: u64,
+    /// Destination images copied back from the GPU.
+    readbacks: u64,
+    /// Conversions that ran on the CPU although GL was chosen (counted, logged once).
+    cpu_fallbacks: u64,
+    /// Conversions completed.
+    frames: u64,
+}
+
+/// A conversion source: a tensor, or an array read in place.
+enum Source<'a> {
+    Tensor(&'a PyTensor),
+    Array(ArrayRef, ImageLayout),
+}
+
+fn parse_fit(name: Option<&str>, pad: Option<[u8; 3]>) -> PyResult<Fit> {
+    let fit = match name.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("stretch") => Fit::Stretch,
+        Some("letterbox") => Fit::Letterbox {
+            pad: pad.unwrap_or([114; 3]),
+        },
+        Some("fill") => Fit::Fill,
+        Some(other) => {
+            return Err(invalid(format!(
+                "unknown fit {other:?}; expected stretch, letterbox or fill"
+            )));
+        }
+    };
+    if pad.is_some() && !matches!(fit, Fit::Letterbox { .. }) {
+        return Err(invalid(
+            "pad is the letterbox colour: it needs fit=\"letterbox\"",
+        ));
+    }
+    Ok(fit)
+}
+
+/// `(scale, zero_point)` per tensor, or `((s, s, s), (z, z, z))` per channel (R, G, B).
+fn parse_quantize(q: &Bound<'_, PyAny>) -> PyResult<Quantize> {
+    if let Ok((scale, zero_point)) = q.extract::<(f32, i32)>() {
+        return Ok(Quantize::per_tensor(scale, zero_point));
+    }
+    if let Ok((scale, zero_point)) = q.extract::<([f32; 3], [i32; 3])>() {
+        return Ok(Quantize::per_channel(scale, zero_point));
+    }
+    Err(invalid(format!(
+        "quantize {} is not (scale, zero_point) nor ((s, s, s), (z, z, z))",
+        q.repr()?
+    )))
+}
+
+impl PyImageProcessor {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ImageProcessor> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[pymethods]
+impl PyImageProcessor {
+    #[new]
+    #[pyo3(signature = (backend = "auto"))]
+    fn new(py: Python<'_>, backend: &str) -> PyResult<Self> {
+        let backend: Backend = backend.parse().or_raise()?;
+        let p = py
+            .detach(|| ImageProcessor::with_backend(backend))
+            .or_raise()?;
+        Ok(PyImageProcessor {
+            inner: Mutex::new(p),
+            parallel: AtomicBool::new(true),
+        })
+    }
+
+    /// Whether the CPU backend spreads row bands over its thread pool (True, the
+    /// default) or converts on the calling thread only (the Rust `set_parallel`).
+    #[getter]
+    fn parallel(&self) -> bool {
+        self.parallel.load(Ordering::SeqCst)
+    }
+
+    #[setter]
+    fn set_parallel(&self, parallel: bool) {
+        let mut p = self.lock();
+        p.set_parallel(parallel);
+        self.parallel.store(parallel, Ordering::SeqCst);
+    }
+
+    /// The backend conversions run on: "cpu" or "gl" (never "auto").
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.lock().backend().name()
+    }
+
+    /// What the processor did so far: imports, cache_hits, uploads, readbacks,
+    /// cpu_fallbacks, frames.
+    #[getter]
+    fn stats(&self) -> PyProcessorStats {
+        let s = self.lock().stats();
+        PyProcessorStats {
+            imports: s.imports,
+            cache_hits: s.cache_hits,
+            uploads: s.uploads,
+            readbacks: s.readbacks,
+            cpu_fallbacks: s.cpu_fallbacks,
+            frames: s.frames,
+        }
+    }
+
+    /// convert(src, dst, *, fit="stretch", pad=(114, 114, 114), crop=None, rotate=0,
+    ///         flip="none", mean=(0, 0, 0), std=(1, 1, 1), quantize=None,
+    ///         interp="bilinear", matrix=None, range=None, src_format=None,
+    ///         src_layout=None) -> ConvertInfo
+    ///
+    /// Converts the image `src` into the image tensor `dst` in one pass, as the CLI's
+    /// `pinframe convert` does (the same options, the same bytes), without copying either.
+    ///
+    /// src: a `Tensor` of u8 elements with an image layout (a camera `Frame`, an import,
+    ///     `Tensor.image`, `Tensor.from_numpy`), or a uint8 numpy array read in place:
+    ///     give `src_format` and the array in pinframe's tensor shape of that format
+    ///     ((h, w, 3) rgb/bgr, (h, w, 4) rgba/bgra, (h, w) grey, (h, w, 2) yuyv/uyvy/
+    ///     yvyu/vyuy, (h + h//2, w) nv12/nv21/i420/yv12, (2h, w) nv16/nv61, (3, h, w)
+    ///     planar-rgb/bgr; rows may be padded, pixels must be contiguous), or give
+    ///     `src_layout` (an ImageLayout) and a C-contiguous byte array holding it.
+    /// dst: a `Tensor` with an image layout (rgb bgr rgba bgra grey planar-rgb planar-bgr,
+    ///     in u8, i8, f16 or f32), e.g. `Tensor.image(640, 640, "planar-rgb", "f32")`.
+    ///     It is written in place: pins and numpy views of it see the result.
+    ///
+    /// Geometry, in this order: `crop=(x, y, w, h)` in source pixels; `flip` "none", "h"
+    /// or "v"; `rotate` 0, 90, 180 or 270 degrees clockwise; `fit` "stretch" (each axis
+    /// scaled to the destination), "letterbox" (uniform scale, centred, the rest filled
+    /// with `pad`=(r, g, b), default (114, 114, 114)) or "fill" (uniform scale covering the
+    /// destination, overflow cropped). `interp` "bilinear" (pixel centres at +0.5, edges
+    /// clamped: OpenCV's INTER_LINEAR) or "nearest".
+    ///
+    /// Colour: YUV sources use `matrix` ("bt601", "bt709", "bt2020") and `range`
+    /// ("limited", "full"); by default the frame's colorimetry, else BT.601 limited below
+    /// 720 lines and BT.709 limited from 720. Giving only one takes the other from that
+    /// default.
+    ///
+    /// Values: u8 stores the pixel; i8 stores it minus 128 (u8 XOR 0x80); f16 and f32
+    /// store `(v / 255 - mean) / std` per channel, `mean` and `std` as (r, g, b) (e.g.
+    /// ImageNet's (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)). `quantize=(scale,
+    /// zero_point)` (or per channel `((s, s, s), (z, z, z))`) quantises u8 and i8 outputs
+    /// as TFLite models expect: `q = clamp(round(x / scale) + zero_point)`, where `x` is
+    /// the normalised value a float output would hold.
+    ///
+    /// Returns a ConvertInfo: `scale`, `offset`, `content` (the destination rectangle
+    /// holding source pixels) and `to_source(x, y)`, which maps a destination point (a
+    /// box corner) back to source pixels.
+    ///
+    /// The GIL is released while converting. Errors: InvalidInput for a bad option,
+    /// array or layout (a non-uint8 or non-contiguous array, a crop outside the source,
+    /// src and dst the same tensor); Unsupported for a format or dtype pair the backend
+    /// does not convert; DeviceError when the GL backend fails.
+    #[pyo3(signature = (
+        src, dst, *, fit = None, pad = None, crop = None, rotate = 0, flip = None,
+        mean = None, std = None, quantize = None, interp = None, matrix = None, range = None,
+        src_format = None, src_layout = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn convert(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyTensor>,
+        fit: Option<&str>,
+        pad: Option<[u8; 3]>,
+        crop: Option<(u32, u32, u32, u32)>,
+        rotate: u32,
+        flip: Option<&str>,
+        mean: Option<[f32; 3]>,
+        std: Option<[f32; 3]>,
+        quantize: Option<&Bound<'_, PyAny>>,
+        interp: Option<&str>,
+        matrix: Option<&str>,
+        range: Option<&str>,
+        src_format: Option<&str>,
+        src_layout: Option<&PyImageLayout>,
+    ) -> PyResult<PyConvertInfo> {
+        // The source: a tensor, or an array described by a format or a layout.
+        let source = if let Ok(t) = src.cast::<PyTensor>() {
+            if src_format.is_some() || src_layout.is_some() {
+                return Err(invalid(
+                    "src_format and src_layout describe arrays; a tensor has its own layout",
+                ));
+            }
+            if t.is(dst) {
+                return Err(invalid(
+                    "the source and the destination are the same tensor",
+                ));
+            }
+            Source::Tensor(t.get())
+        } else {
+            let a = match array::array_ref(src)? {
+                Some(a) => a,
+                None => {
+                    return Err(invalid(format!(
+                        "src must be a pinframe.Tensor or a numpy array, not {}",
+                        src.get_type().name()?
+                    )));
+                }
+            };
+            if a.dtype != pinframe::DType::U8 {
+                return Err(invalid(format!(
+                    "a source array must hold uint8 pixels; this one holds {} (convert with \
+                     .astype(numpy.uint8), or pass a tensor)",
+                    a.dtype
+                )));
+            }
+            let layout = match (src_format, src_layout) {
+                (Some(f), None) => array::image_layout(&a, f.parse().or_raise()?)?,
+                (None, Some(l)) => {
+                    if !a.is_c_contiguous() {
+                        return Err(invalid(
+                            "with src_layout the array holds the raw bytes: it must be \
+                             C-contiguous (numpy.ascontiguousarray)",
+                        ));
+                    }
+                    if l.inner.dtype() != pinframe::DType::U8 {
+                        return Err(invalid("a source layout holds u8 elements"));
+                    }
+                    array::check_extent(&a, &l.inner)?;
+                    l.inner
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid("give src_format or src_layout, not both"));
+                }
+                (None, None) => {
+                    return Err(invalid(
+                        "a source array needs src_format= (e.g. \"nv12\") or src_layout=",
+                    ));
+                }
+            };
+            Source::Array(a, layout)
+        };
+        let dst = dst.get();
+
+        // The options, as the CLI builds them.
+        let flip: Flip = flip
+            .map(str::parse)
+            .transpose()
+            .or_raise()?
+            .unwrap_or_default();
+        let interpolation: Interpolation = interp
+            .map(str::parse)
+            .transpose()
+            .or_raise()?
+            .unwrap_or_default();
+        let matrix: Option<Matrix> = matrix.map(str::parse).transpose().or_raise()?;
+        let range: Option<Range> = range.map(str::parse).transpose().or_raise()?;
+        let rotation = Rotation::from_degrees(rotate).or_raise()?;
+        let fit = parse_fit(fit, pad)?;
+        let crop = crop.map(|(x, y, w, h)| Crop::new(x, y, w, h));
+        let quantize = quantize.map(parse_quantize).transpose()?;
+        let normalize = Normalize {
+            mean: mean.unwrap_or([0.0; 3]),
+            std: std.unwrap_or([1.0; 3]),
+        };
+
+        let info = py.detach(|| -> pinframe::Result<ConvertInfo> {
+            let src_height = match &source {
+                Source::Tensor(t) => t.read().source()?.layout().map(|l| l.height()).unwrap_or(0),
+                Source::Array(_, l) => l.height(),
+            };
+            let options = ConvertOptions {
+                crop,
+                flip,
+                rotation,
+                fit,
+                interpolation,
+                colorimetry: ColorimetryChoice::from_parts(
+                    matrix,
+                    range,
+                    Colorimetry::default_for_height(src_height),
+                ),
+                normalize,
+                quantize,
+            };
+            let mut p = self.lock();
+            match &source {
+                Source::Tensor(t) => {
+                    // Tensor locks are taken in address order, so that two threads
+                    // converting a into b and b into a cannot wait for each other.
+                    let (src_state, mut dst_state) =
+                        if std::ptr::from_ref::<PyTensor>(t) < std::ptr::from_ref(dst) {
+                            let s = t.read();
+                            (s, dst.write())
+                        } else {
+                            let d = dst.write();
+                            (t.read(), d)
+                        };
+                    let src = src_state.source()?;
+                    let dst = dst_state.target()?;
+                    with_tensor!(dst, d => p.convert_with(src, d, &options))
+                }
+                Source::Array(a, layout) => {
+                    let mut dst_state = dst.write();
+                    let dst = dst_state.target()?;
+                    // SAFETY: `image_layout`/`check_extent` proved the array spans
+                    // `required_len` bytes from `a.ptr`; the caller's reference keeps the
+                    // array alive for this call. It is only read.
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts(a.ptr as *const u8, layout.required_len(0))
+                    };
+                    with_tensor!(dst, d => {
+                        let dst_layout = *d.layout().ok_or_else(|| {
+                            Error::InvalidArgument(
+                                "the destination tensor has no image layout; make it with \
+                                 Tensor.image or give it one with set_layout"
+                                    .into(),
+                            )
+                        })?;
+                        let mut map = d.map_mut()?;
+                        p.convert_buffers(&[bytes], layout, &mut map, &dst_layout, &options)
+                    })
+                }
+            }
+        });
+        Ok(PyConvertInfo {
+            inner: info.or_raise()?,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ImageProcessor(backend={:?})", self.lock().backend().name())
+    }
+}
+
+#[pymethods]
+impl PyConvertInfo {
+    /// Destination pixels per oriented source pixel, (x, y).
+    #[getter]
+    fn scale(&self) -> (f64, f64) {
+        (self.inner.scale[0], self.inner.scale[1])
+    }
+
+    /// Where the oriented source's top-left corner landed in the destination, (x, y)
+    /// (positive for a letterbox's padding, negative for a fill's overflow).
+    #[getter]
+    fn offset(&self) -> (i64, i64) {
+        (self.inner.offset[0], self.inner.offset[1])
+    }
+
+    /// The destination rectangle covered by source content, (x, y, w, h).
+    #[getter]
+    fn content(&self) -> (u32, u32, u32, u32) {
+        let c = self.inner.content;
+        (c[0], c[1], c[2], c[3])
+    }
+
+    /// The colorimetry used, (matrix, range), or None for a source that is not YUV.
+    #[getter]
+    fn colorimetry(&self) -> Option<(&'static str, &'static str)> {
+        self.inner
+            .colorimetry
+            .map(|c| (c.matrix.name(), c.range.name()))
+    }
+
+    /// The affine map from destination to source coordinates, ((a, b, c), (d, e, f)):
+    /// `src_x = a x + b y + c`, `src_y = d x + e y + f`.
+    #[getter]
+    fn dst_to_src(&self) -> ((f64, f64, f64), (f64, f64, f64)) {
+        let m = self.inner.dst_to_src;
+        ((m[0][0], m[0][1], m[0][2]), (m[1][0], m[1][1], m[1][2]))
+    }
+
+    /// to_source(x, y) -> (x, y): a destination point (continuous pixel coordinates, e.g.
+    /// a box corner) mapped back to the source image.
+    fn to_source(&self, x: f64, y: f64) -> (f64, f64) {
+        self.inner.to_source(x, y)
+    }
+
+    fn __repr__(&self) -> String {
+        let i = &self.inner;
+        format!(
+            "ConvertInfo(scale=({:.6}, {:.6}), offset=({}, {}), content={:?})",
+            i.scale[0], i.scale[1], i.offset[0], i.offset[1], i.content
+        )
+    }
+}
+
+#[pymethods]
+impl PyProcessorStats {
+    fn __repr__(&self) -> String {
+        format!(
+            "ProcessorStats(imports={}, cache_hits={}, uploads={}, readbacks={}, \
+             cpu_fallbacks={}, frames={})",
+            self.imports,
+            self.cache_hits,
+            self.uploads,
+            self.readbacks,
+            self.cpu_fallbacks,
+            self.frames
+        )
+    }
+}
