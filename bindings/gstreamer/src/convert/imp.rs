@@ -380,6 +380,25 @@ impl PinframeConvert {
         gst::loggable_error!(CAT, "{}", message)
     }
 
+    /// Says once per caps why sink caps are refused (a warning on the bus and in the log).
+    fn report_refused(&self, caps: &gst::Caps) {
+        let mut refused = lock(&self.refused);
+        if refused.as_ref() == Some(caps) {
+            return;
+        }
+        *refused = Some(caps.clone());
+        drop(refused);
+        let why = match InputSpec::from_caps(caps, self.backend()) {
+            Err(e) => e,
+            Ok(_) => format!(
+                "cannot convert {caps} with these properties; pinframeconvert takes video/x-raw and video/x-raw(memory:DMABuf) in {}",
+                caps::names(&caps::source_formats(self.backend()))
+            ),
+        };
+        gst::warning!(CAT, imp = self, "{why}");
+        gst::element_imp_warning!(self, gst::CoreError::Negotiation, ["{}", why]);
+    }
+
     fn stats(&self) -> gst::Structure {
         let c = *lock(&self.counters);
         let allocated = lock(&self.pool)
@@ -800,20 +819,22 @@ impl BaseTransformImpl for PinframeConvert {
     fn accept_caps(&self, direction: gst::PadDirection, caps: &gst::Caps) -> bool {
         let ok = self.parent_accept_caps(direction, caps);
         if !ok && direction == gst::PadDirection::Sink {
-            let mut refused = lock(&self.refused);
-            if refused.as_ref() != Some(caps) {
-                *refused = Some(caps.clone());
-                drop(refused);
-                let why = match InputSpec::from_caps(caps, self.backend()) {
-                    Err(e) => e,
-                    Ok(_) => format!(
-                        "cannot convert {caps} with these properties; pinframeconvert takes video/x-raw and video/x-raw(memory:DMABuf) in {}",
-                        caps::names(&caps::source_formats(self.backend()))
-                    ),
-                };
-                gst::warning!(CAT, imp = self, "{why}");
-                gst::element_imp_warning!(self, gst::CoreError::Negotiation, ["{}", why]);
-            }
+            self.report_refused(caps);
+        }
+        ok
+    }
+
+    fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+        let ok = BaseTransformImplExt::parent_query(self, direction, query);
+        // A source negotiating fixed caps asks which of them we take: an empty answer is
+        // where negotiation fails, so say there what we do take.
+        if direction == gst::PadDirection::Sink
+            && let gst::QueryViewMut::Caps(q) = query.view_mut()
+            && let Some(filter) = q.filter_owned()
+            && filter.is_fixed()
+            && q.result().is_some_and(|r| r.is_empty())
+        {
+            self.report_refused(&filter);
         }
         ok
     }
