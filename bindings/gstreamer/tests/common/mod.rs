@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use gst::prelude::*;
@@ -23,20 +23,26 @@ pub fn in_vm() -> bool {
     std::env::var_os("PINFRAME_VM").is_some_and(|v| v == "1")
 }
 
-/// The cargo profile folder holding this test binary and `libgstpinframe.so`.
+/// A folder holding only the plugin this test run built: `target/<profile>/gst-plugins/`
+/// with a link to `target/<profile>/deps/libgstpinframe.so` (`cargo test` builds the
+/// cdylib there and does not copy it up to `target/<profile>/`; `deps/` itself holds
+/// other shared objects GStreamer should not scan).
 pub fn plugin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    // target/<profile>/deps/<test> → target/<profile>
-    let dir = exe
+    let deps = exe
         .parent()
-        .and_then(|d| d.parent())
-        .expect("the test binary sits in target/<profile>/deps")
-        .to_path_buf();
+        .expect("the test binary sits in target/<profile>/deps");
+    let built = deps.join("libgstpinframe.so");
     assert!(
-        dir.join("libgstpinframe.so").exists(),
-        "{}/libgstpinframe.so is missing: build the plugin (cargo build -p gst-plugin-pinframe) in this profile",
-        dir.display()
+        built.exists(),
+        "{} is missing: cargo builds it with the plugin's tests",
+        built.display()
     );
+    let dir = deps.parent().expect("target/<profile>").join("gst-plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("libgstpinframe.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&built, &link).unwrap();
     dir
 }
 
@@ -61,7 +67,29 @@ pub fn init() {
             "pinframeconvert is not in the registry (GST_PLUGIN_PATH={})",
             dir.display()
         );
+        keep_egl_displays();
     });
+}
+
+/// This process holds two separately linked copies of pinframe: the test's and the
+/// plugin's. Each counts its own references to the EGL display and terminates it when its
+/// last GL processor drops, which invalidates the other copy's contexts (the display is
+/// one per process). Until pinframe shares that count across copies, one GL processor of
+/// each copy stays alive for the whole run, so neither copy ever terminates the display.
+fn keep_egl_displays() {
+    static TEST_COPY: Mutex<Option<ImageProcessor>> = Mutex::new(None);
+    static PLUGIN_COPY: Mutex<Option<gst::Element>> = Mutex::new(None);
+    let Ok(p) = ImageProcessor::with_backend(Backend::Gl) else {
+        return;
+    };
+    *TEST_COPY.lock().unwrap() = Some(p);
+    let e = gst::ElementFactory::make("pinframeconvert")
+        .property_from_str("backend", "gl")
+        .build()
+        .unwrap();
+    // READY -> PAUSED starts the element, which opens its GL processor.
+    e.set_state(gst::State::Paused).unwrap();
+    *PLUGIN_COPY.lock().unwrap() = Some(e);
 }
 
 /// A GL processor, or `None` after saying why (a failure under `CI=true`).
