@@ -354,6 +354,8 @@ impl Settings {
             RangeChoice::Full => Some(Range::Full),
         };
         let fallback = known.unwrap_or(Colorimetry::default_for_height(height));
+        // Options the element has no property for yet keep the library's defaults.
+        #[allow(clippy::needless_update)]
         ConvertOptions {
             crop: self.crop,
             flip: match self.flip {

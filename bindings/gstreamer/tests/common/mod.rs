@@ -175,11 +175,8 @@ pub fn run_pipeline(desc: &str) -> (gst::Element, Vec<(gst::Buffer, gst::Sample)
     pipeline.set_state(gst::State::Playing).expect("PLAYING");
     let mut samples = Vec::new();
     let mut log = BusLog::default();
-    loop {
-        match sink.try_pull_sample(gst::ClockTime::from_seconds(60)) {
-            Some(s) => samples.push(s),
-            None => break,
-        }
+    while let Some(s) = sink.try_pull_sample(gst::ClockTime::from_seconds(60)) {
+        samples.push(s);
     }
     // Wait for EOS or an error, then stop.
     log.until_end(&bus, 10);
