@@ -23,10 +23,20 @@ pub fn in_vm() -> bool {
     std::env::var_os("PINFRAME_VM").is_some_and(|v| v == "1")
 }
 
-/// A folder holding only the plugin this test run built: `target/<profile>/gst-plugins/`
-/// with a link to `target/<profile>/deps/libgstpinframe.so` (`cargo test` builds the
-/// cdylib there and does not copy it up to `target/<profile>/`; `deps/` itself holds
-/// other shared objects GStreamer should not scan).
+/// Where the plugin link and the registry live: `target/<profile>/gst-plugins/`, or a
+/// folder under `/tmp` in the VM lane's guest (whose view of the host's root is read-only).
+fn work_dir(deps: &std::path::Path) -> PathBuf {
+    if in_vm() {
+        std::env::temp_dir().join("pinframe-gst")
+    } else {
+        deps.parent().expect("target/<profile>").join("gst-plugins")
+    }
+}
+
+/// A folder holding only the plugin this test run built, linked to
+/// `target/<profile>/deps/libgstpinframe.so` (`cargo test` builds the cdylib there and does
+/// not copy it up to `target/<profile>/`; `deps/` itself holds other shared objects
+/// GStreamer should not scan).
 pub fn plugin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let deps = exe
@@ -38,12 +48,38 @@ pub fn plugin_dir() -> PathBuf {
         "{} is missing: cargo builds it with the plugin's tests",
         built.display()
     );
-    let dir = deps.parent().expect("target/<profile>").join("gst-plugins");
+    let dir = work_dir(deps).join("plugin");
     std::fs::create_dir_all(&dir).unwrap();
     let link = dir.join("libgstpinframe.so");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&built, &link).unwrap();
     dir
+}
+
+/// In the guest (TCG: every plugin GStreamer scans costs seconds), a system plugin folder
+/// with only the plugins the VM tests use.
+fn vm_system_plugins(work: &std::path::Path) -> Option<PathBuf> {
+    let system = [
+        "/usr/lib/x86_64-linux-gnu/gstreamer-1.0",
+        "/usr/lib/gstreamer-1.0",
+        "/usr/lib64/gstreamer-1.0",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|d| d.join("libgstcoreelements.so").exists())?;
+    let dir = work.join("system");
+    std::fs::create_dir_all(&dir).ok()?;
+    for p in [
+        "libgstcoreelements.so",
+        "libgstvideo4linux2.so",
+        "libgstvideotestsrc.so",
+        "libgstapp.so",
+    ] {
+        let link = dir.join(p);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(system.join(p), &link).ok()?;
+    }
+    Some(dir)
 }
 
 static INIT: Once = Once::new();
@@ -53,10 +89,17 @@ static INIT: Once = Once::new();
 pub fn init() {
     INIT.call_once(|| {
         let dir = plugin_dir();
+        let work = dir.parent().unwrap().to_path_buf();
         // SAFETY (of set_var): called once, before GStreamer or any other thread starts.
         unsafe {
             std::env::set_var("GST_PLUGIN_PATH", &dir);
-            std::env::set_var("GST_REGISTRY", dir.join("gst-registry-tests.bin"));
+            std::env::set_var("GST_REGISTRY", work.join("registry.bin"));
+            if in_vm() {
+                if let Some(system) = vm_system_plugins(&work) {
+                    std::env::set_var("GST_PLUGIN_SYSTEM_PATH", system);
+                }
+                std::env::set_var("GST_REGISTRY_FORK", "no");
+            }
             if std::env::var_os("EGL_PLATFORM").is_none() {
                 std::env::set_var("EGL_PLATFORM", "surfaceless");
             }
