@@ -26,6 +26,9 @@ mod qdata;
 mod settings;
 
 pub use meta::META_NAME;
+/// Registers the plugin with GStreamer from a program that links this crate (instead of
+/// loading `libgstpinframe.so` through `GST_PLUGIN_PATH`).
+pub use plugin::plugin_register_static;
 
 /// The plugin's debug category (`GST_DEBUG=pinframeconvert:5`).
 pub(crate) static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
