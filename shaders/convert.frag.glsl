@@ -1,4 +1,4 @@
-// Fused resample + colour conversion + normalisation + packing.
+// Fused resample + colour conversion + normalisation + quantisation + packing.
 //
 // The render target is RGBA8: every texel holds 4 consecutive BYTES of one destination
 // row (of one plane for planar outputs), so any destination element type and layout
@@ -45,8 +45,8 @@ uniform int u_planar;     // 1: target rows [p*h, (p+1)*h) are plane p
 uniform int u_height;     // destination height (rows per plane)
 uniform int u_width;      // destination width in pixels
 uniform ivec4 u_map;      // element c of a pixel (or plane c) -> output channel 0..2, 3 alpha
-uniform vec3 u_scale;     // float outputs: value = v * scale + bias, per output channel
-uniform vec3 u_bias;
+uniform vec3 u_scale;     // the plan's out_scale/out_bias: y = v * scale + bias, per output
+uniform vec3 u_bias;      // channel; floats store y, u8 round(clamp(y)), i8 that XOR 0x80
 
 out vec4 o_bytes;
 
@@ -160,7 +160,8 @@ void main() {
         }
         float v = px[c];
         if (u_dtype <= 1) {
-            uint b = u8_of(v);
+            // Quantised or not, one multiply-add (scale 1, bias 0 when not quantised).
+            uint b = u8_of(v * u_scale[c] + u_bias[c]);
             if (u_dtype == 1) {
                 b ^= 128u;
             }

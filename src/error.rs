@@ -74,6 +74,32 @@ pub enum Error {
     /// The GL backend failed (EGL/GLES error, missing extension).
     #[error("GL backend: {0}")]
     Gl(String),
+    /// An inference runtime call failed (a LiteRT status other than OK): a model it
+    /// cannot load or compile, a run that failed.
+    #[error(
+        "{runtime}: {call} failed with status {status} ({status_name}){}",
+        if message.is_empty() { String::new() } else { format!(": {message}") }
+    )]
+    Runtime {
+        /// The runtime (`"LiteRT"`).
+        runtime: &'static str,
+        /// The C function that failed.
+        call: &'static str,
+        /// Its status code.
+        status: i32,
+        /// The runtime's name for the status.
+        status_name: String,
+        /// What pinframe was doing, and what to change where it knows.
+        message: String,
+    },
+    /// No inference runtime library could be loaded, or it lacks a function pinframe binds.
+    #[error("{runtime} is not available: {}", tried.join("; "))]
+    RuntimeUnavailable {
+        /// The runtime (`"LiteRT"`).
+        runtime: &'static str,
+        /// Every place looked in, each with why it failed.
+        tried: Vec<String>,
+    },
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -97,6 +123,8 @@ pub enum Error {
 /// | [`MemoryUnavailable`](ErrorKind::MemoryUnavailable) | ask for other memory, or free some |
 /// | [`Unsupported`](ErrorKind::Unsupported) | change the request (format, option, backend) |
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | fix the call (layout, shape, fd, argument) |
+/// | [`Runtime`](ErrorKind::Runtime) | the inference runtime failed: check the model (the message has its status) |
+/// | [`RuntimeUnavailable`](ErrorKind::RuntimeUnavailable) | install the runtime library, or point pinframe at it |
 /// | [`Io`](ErrorKind::Io) | an OS call failed for another reason; the message says which |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -117,6 +145,10 @@ pub enum ErrorKind {
     ImportRefused,
     /// A device, driver or GPU error.
     Device,
+    /// An inference runtime failed (loading, compiling or running a model).
+    Runtime,
+    /// No inference runtime library could be loaded.
+    RuntimeUnavailable,
     /// Another operating-system error.
     Io,
 }
@@ -133,6 +165,8 @@ impl ErrorKind {
             ErrorKind::Disconnected => "disconnected",
             ErrorKind::ImportRefused => "import refused",
             ErrorKind::Device => "device error",
+            ErrorKind::Runtime => "runtime error",
+            ErrorKind::RuntimeUnavailable => "runtime unavailable",
             ErrorKind::Io => "i/o error",
         }
     }
@@ -170,6 +204,8 @@ impl Error {
             Error::Disconnected(_) => ErrorKind::Disconnected,
             Error::ImportRefused(_) => ErrorKind::ImportRefused,
             Error::Device(_) | Error::Gl(_) => ErrorKind::Device,
+            Error::Runtime { .. } => ErrorKind::Runtime,
+            Error::RuntimeUnavailable { .. } => ErrorKind::RuntimeUnavailable,
             Error::Io { source, .. } => match source.raw_os_error() {
                 // What the kernel answers on a file whose device is gone.
                 Some(libc::ENODEV) | Some(libc::ENXIO) => ErrorKind::Disconnected,

@@ -9,11 +9,12 @@ mod dtype;
 mod error;
 pub mod image;
 mod processor;
+pub mod runtime;
 pub mod tensor;
 
 pub use convert::{
     ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Rotation,
+    Quantize, Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};

@@ -122,6 +122,52 @@ fn padded_stride_input() {
 }
 
 #[test]
+fn quantize_flag() {
+    let dir = scratch("quantize");
+    // Grey pixels 0, 64, 128, 255 to i8 with scale 1/255, zero point -128: q = v - 128.
+    let input = dir.join("in.grey");
+    std::fs::write(&input, [0u8, 64, 128, 255]).unwrap();
+    let out = dir.join("out.grey");
+    let extra = ["--dtype", "i8", "--quantize", "0.00392156862745098,-128"];
+    ok(&convert_raw(&input, "grey", "4x1", &out, "grey", &extra));
+    let q: Vec<i8> = std::fs::read(&out)
+        .unwrap()
+        .iter()
+        .map(|&b| b as i8)
+        .collect();
+    assert_eq!(q, [-128, -64, 0, 127]);
+    // u8 over a -1..1 normalisation with scale 1/128, zero point 128: q = round(x * 128) + 128,
+    // x = v / 127.5 - 1: 0 -> 0, 64 -> round(-63.75) + 128, 128 -> round(0.502) + 128, and
+    // 255 -> 256 clips to 255.
+    let extra = [
+        "--mean",
+        "0.5,0.5,0.5",
+        "--std",
+        "0.5,0.5,0.5",
+        "--quantize",
+        "0.0078125,128",
+    ];
+    ok(&convert_raw(&input, "grey", "4x1", &out, "grey", &extra));
+    assert_eq!(std::fs::read(&out).unwrap(), [0, 64, 129, 255]);
+    // Bad parameters are one-line errors.
+    let bad = ["--dtype", "f32", "--quantize", "0.1,0"];
+    fails_with(
+        &convert_raw(&input, "grey", "4x1", &out, "grey", &bad),
+        "u8 and i8",
+    );
+    let bad = ["--quantize", "0.1"];
+    fails_with(
+        &convert_raw(&input, "grey", "4x1", &out, "grey", &bad),
+        "SCALE,ZERO_POINT",
+    );
+    let bad = ["--dtype", "i8", "--quantize", "0.1,200"];
+    fails_with(
+        &convert_raw(&input, "grey", "4x1", &out, "grey", &bad),
+        "zero point 200",
+    );
+}
+
+#[test]
 fn png_round_trip() {
     let dir = scratch("png");
     let raw: Vec<u8> = (0..6 * 5 * 3).map(|i| (i * 37 % 256) as u8).collect();

@@ -5,9 +5,13 @@ mod reference;
 
 use pinframe::{
     Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, ImageLayout,
-    ImageProcessor, Interpolation, Matrix, Normalize, PixelFormat, Plane, Range, Rotation,
+    ImageProcessor, Interpolation, Matrix, Normalize, PixelFormat, Plane, Quantize, Range,
+    Rotation,
 };
-use reference::{DST_FORMATS, Readback, Rng, max_error, random_buffers, read_back, reference};
+use reference::{
+    DST_FORMATS, Readback, Rng, max_error, quantized_reference, random_buffers, read_back,
+    read_back_quantized, reference,
+};
 
 const SENTINEL: u8 = 0xA5;
 
@@ -593,4 +597,212 @@ fn tensors_convert_like_buffers() {
     let mut shapeless = Tensor::<f32>::new(&[3, 17, 33], Some(Memory::Heap)).unwrap();
     let e = proc.convert(&src, &mut shapeless).unwrap_err().to_string();
     assert!(e.contains("set_layout"), "{e}");
+}
+
+/// Converts a quantised destination on the CPU and returns the largest difference between
+/// its stored integers and the f64 reference quantised from the formulas.
+fn check_quantized<T: Readback>(
+    proc: &mut ImageProcessor,
+    bufs: &[Vec<u8>],
+    src: &ImageLayout,
+    dst: &ImageLayout,
+    o: &ConvertOptions,
+) -> f64 {
+    let q = o.quantize.expect("a quantised case");
+    let mut out = vec![T::zeroed(); dst.allocation_len(0) / std::mem::size_of::<T>()];
+    let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    proc.convert_buffers(&slices, src, &mut out, dst, o)
+        .unwrap_or_else(|e| panic!("{src:?} -> {dst:?} {o:?}: {e}"));
+    let want = reference(bufs, src, dst.width(), dst.height(), dst.format(), o);
+    let want = quantized_reference(&want, &o.normalize, &q, dst.dtype());
+    let got = read_back_quantized(&out, dst);
+    // The reference is already rounded: compare without rounding again.
+    let (err, at) = max_error(&got, &want, dst.format(), DType::F32);
+    let w = dst.width() as usize;
+    assert!(
+        err <= 1.0,
+        "{src:?} -> {dst:?} {o:?}: quantised error {err} at ({}, {}): got {:?} want {:?}",
+        at % w,
+        at / w,
+        got[at],
+        want[at]
+    );
+    err
+}
+
+/// The quantisations the tests use: per tensor and per channel, for u8 and i8, with
+/// scales that clip (a step of 1/255 around -1..1 normalisations) and ones that do not.
+fn quantizations(dtype: DType) -> Vec<(Normalize, Quantize)> {
+    let half = Normalize {
+        mean: [0.5; 3],
+        std: [0.5; 3],
+    };
+    match dtype {
+        DType::U8 => vec![
+            // A MobileNet-style uint8 input: x in -1..1, q = x * 128 + 128 (255.99 clips).
+            (half, Quantize::per_tensor(1.0 / 128.0, 128)),
+            // ImageNet statistics, per-channel steps and zero points.
+            (
+                Normalize::IMAGENET,
+                Quantize::per_channel([0.02, 0.017, 0.019], [120, 110, 100]),
+            ),
+            // A coarse step: 255 levels become 26.
+            (Normalize::IDENTITY, Quantize::per_tensor(0.04, 3)),
+        ],
+        _ => vec![
+            // The common int8 input: x in 0..1, scale 1/255, zero point -128 (q = v - 128).
+            (Normalize::IDENTITY, Quantize::per_tensor(1.0 / 255.0, -128)),
+            (half, Quantize::per_tensor(1.0 / 127.0, 0)),
+            (
+                Normalize::IMAGENET,
+                Quantize::per_channel([0.018, 0.02, 0.021], [-10, 5, 0]),
+            ),
+        ],
+    }
+}
+
+#[test]
+fn quantized_outputs_match_the_f64_reference() {
+    let mut rng = Rng::new(21);
+    let mut proc = processor();
+    let mut cases = 0;
+    for (k, &sf) in PixelFormat::ALL.iter().enumerate() {
+        let src = ImageLayout::new(29, 17, sf).unwrap();
+        let bufs = random_buffers(&src, &mut rng, 3);
+        for (j, &df) in DST_FORMATS.iter().enumerate() {
+            for dt in [DType::U8, DType::I8] {
+                for (normalize, quantize) in quantizations(dt) {
+                    // Letterboxed (the padding is quantised too), resized, odd sizes.
+                    let o = ConvertOptions {
+                        fit: Fit::Letterbox { pad: [114, 0, 255] },
+                        normalize,
+                        quantize: Some(quantize),
+                        ..Default::default()
+                    };
+                    let dst = if (k + j) % 2 == 0 {
+                        ImageLayout::tight(23, 31, df, dt).unwrap()
+                    } else {
+                        padded_dst(23, 31, df, dt)
+                    };
+                    match dt {
+                        DType::U8 => check_quantized::<u8>(&mut proc, &bufs, &src, &dst, &o),
+                        _ => check_quantized::<i8>(&mut proc, &bufs, &src, &dst, &o),
+                    };
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 17 * 7 * 2 * 3);
+}
+
+#[test]
+fn quantization_with_identity_parameters_is_the_plain_store() {
+    // u8 with scale 1/255 and zero point 0 over the identity normalisation stores round(v):
+    // the same bytes as no quantisation at all; i8 with zero point -128 stores v - 128, the
+    // same bytes as the plain i8 store (u8 XOR 0x80). Bit for bit, on every source.
+    let mut rng = Rng::new(5);
+    let mut proc = processor();
+    for sf in PixelFormat::ALL {
+        let src = ImageLayout::new(31, 9, sf).unwrap();
+        let bufs = random_buffers(&src, &mut rng, 0);
+        let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+        for (dt, zero) in [(DType::U8, 0), (DType::I8, -128)] {
+            let dst = ImageLayout::tight(17, 12, PixelFormat::Rgb, dt).unwrap();
+            let plain = ConvertOptions {
+                fit: Fit::Letterbox { pad: [1, 2, 3] },
+                ..Default::default()
+            };
+            let quantized = ConvertOptions {
+                quantize: Some(Quantize::per_tensor(1.0 / 255.0, zero)),
+                ..plain
+            };
+            let mut a = vec![0u8; dst.allocation_len(0)];
+            let mut b = vec![0u8; dst.allocation_len(0)];
+            if dt == DType::U8 {
+                proc.convert_buffers(&slices, &src, &mut a, &dst, &plain)
+                    .unwrap();
+                proc.convert_buffers(&slices, &src, &mut b, &dst, &quantized)
+                    .unwrap();
+            } else {
+                let (a8, b8): (&mut [i8], &mut [i8]) = (
+                    bytemuck::cast_slice_mut(&mut a),
+                    bytemuck::cast_slice_mut(&mut b),
+                );
+                proc.convert_buffers(&slices, &src, a8, &dst, &plain)
+                    .unwrap();
+                proc.convert_buffers(&slices, &src, b8, &dst, &quantized)
+                    .unwrap();
+            }
+            // 1/255 in f32 times 255 is not exactly 1: allow the last-bit tie, nothing more.
+            let worst = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
+            assert!(
+                worst <= 1,
+                "{sf} {dt}: identity quantisation moved a value by {worst}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_quantizations_say_what_to_change() {
+    let src = ImageLayout::new(16, 8, PixelFormat::Yuyv).unwrap();
+    let u8dst = ImageLayout::new(8, 8, PixelFormat::Rgb).unwrap();
+    let i8dst = ImageLayout::tight(8, 8, PixelFormat::Rgb, DType::I8).unwrap();
+    let f32dst = ImageLayout::tight(8, 8, PixelFormat::Rgb, DType::F32).unwrap();
+    let with = |q: Quantize| ConvertOptions {
+        quantize: Some(q),
+        ..Default::default()
+    };
+    let bufs = [vec![0u8; src.required_len(0)]];
+    let mut f = vec![0f32; 8 * 8 * 3];
+    let e = processor()
+        .convert_buffers(
+            &[&bufs[0]],
+            &src,
+            &mut f,
+            &f32dst,
+            &with(Quantize::per_tensor(0.1, 0)),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("u8 and i8") && e.contains("f32"), "{e}");
+    let e = err_of(&src, &u8dst, &with(Quantize::per_tensor(0.0, 0)), 8 * 8 * 3);
+    assert!(e.contains("scale 0") && e.contains("positive"), "{e}");
+    let e = err_of(
+        &src,
+        &u8dst,
+        &with(Quantize::per_tensor(f32::NAN, 0)),
+        8 * 8 * 3,
+    );
+    assert!(e.contains("finite"), "{e}");
+    let e = err_of(
+        &src,
+        &u8dst,
+        &with(Quantize::per_tensor(0.1, -1)),
+        8 * 8 * 3,
+    );
+    assert!(e.contains("zero point -1") && e.contains("0..=255"), "{e}");
+    let mut i = vec![0i8; 8 * 8 * 3];
+    let e = processor()
+        .convert_buffers(
+            &[&bufs[0]],
+            &src,
+            &mut i,
+            &i8dst,
+            &with(Quantize::per_tensor(0.1, 128)),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("zero point 128") && e.contains("-128..=127"),
+        "{e}"
+    );
+    // The CLI spelling.
+    assert_eq!(
+        "0.0078125,128".parse::<Quantize>().unwrap(),
+        Quantize::per_tensor(0.0078125, 128)
+    );
+    let e = "0.5".parse::<Quantize>().unwrap_err().to_string();
+    assert!(e.contains("SCALE,ZERO_POINT"), "{e}");
 }

@@ -13,9 +13,13 @@ mod reference;
 use half::f16;
 use pinframe::{
     Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, ImageLayout,
-    ImageProcessor, Interpolation, Matrix, Memory, Normalize, PixelFormat, Range, Rotation, Tensor,
+    ImageProcessor, Interpolation, Matrix, Memory, Normalize, PixelFormat, Quantize, Range,
+    Rotation, Tensor,
 };
-use reference::{DST_FORMATS, Readback, Rng, random_buffers};
+use reference::{
+    DST_FORMATS, Readback, Rng, max_error, quantized_reference, random_buffers,
+    read_back_quantized, reference,
+};
 
 /// The source formats the GL backend converts (planar RGB/BGR are CPU-only sources).
 const SOURCES: &[PixelFormat] = Backend::Gl.source_formats();
@@ -170,6 +174,82 @@ fn gl_matches_cpu_on_every_format_pair_and_dtype() {
     assert_eq!((s.imports, s.cpu_fallbacks), (0, 0));
 }
 
+/// Quantised u8 and i8 outputs (TFLite's `q = clamp(round(x / scale) + zero_point)`), per
+/// tensor and per channel, letterboxed so the padding is quantised too: GL equals the CPU
+/// within 1 and both equal the f64 reference within 1.
+#[test]
+fn gl_quantized_matches_cpu_and_the_reference() {
+    let Some(mut g) = gl("gl_quantized_matches_cpu_and_the_reference") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(17);
+    let half = Normalize {
+        mean: [0.5; 3],
+        std: [0.5; 3],
+    };
+    let cases = [
+        (DType::U8, half, Quantize::per_tensor(1.0 / 128.0, 128)),
+        (
+            DType::U8,
+            Normalize::IMAGENET,
+            Quantize::per_channel([0.02, 0.017, 0.019], [120, 110, 100]),
+        ),
+        (
+            DType::I8,
+            Normalize::IDENTITY,
+            Quantize::per_tensor(1.0 / 255.0, -128),
+        ),
+        (
+            DType::I8,
+            Normalize::IMAGENET,
+            Quantize::per_channel([0.018, 0.02, 0.021], [-10, 5, 0]),
+        ),
+    ];
+    let mut worst = (0.0f64, 0.0f64);
+    for &sf in SOURCES {
+        let src = ImageLayout::new(46, 30, sf).unwrap();
+        let bufs = random_buffers(&src, &mut rng, 0);
+        for &df in DST_FORMATS {
+            for &(dt, normalize, quantize) in &cases {
+                let dst = ImageLayout::tight(27, 25, df, dt).unwrap();
+                let o = ConvertOptions {
+                    fit: Fit::Letterbox { pad: [114, 0, 255] },
+                    normalize,
+                    quantize: Some(quantize),
+                    ..Default::default()
+                };
+                let d = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
+                assert!(
+                    d <= 1.0,
+                    "{sf} -> {df}/{dt} {quantize:?}: GL vs CPU differ by {d}"
+                );
+                let want = reference(&bufs, &src, 27, 25, df, &o);
+                let want = quantized_reference(&want, &normalize, &quantize, dt);
+                let got = match dt {
+                    DType::U8 => {
+                        read_back_quantized(&run::<u8>(&mut g, &bufs, &src, &dst, &o), &dst)
+                    }
+                    _ => read_back_quantized(&run::<i8>(&mut g, &bufs, &src, &dst, &o), &dst),
+                };
+                let (e, at) = max_error(&got, &want, df, DType::F32);
+                assert!(
+                    e <= 1.0,
+                    "{sf} -> {df}/{dt} {quantize:?}: GL vs the f64 reference differ by {e} at {at}: \
+                     got {:?} want {:?}",
+                    got[at],
+                    want[at]
+                );
+                worst = (worst.0.max(d), worst.1.max(e));
+            }
+        }
+    }
+    eprintln!(
+        "quantised: GL vs CPU max diff {}, GL vs reference {}",
+        worst.0, worst.1
+    );
+}
+
 #[test]
 fn gl_matches_cpu_on_geometry() {
     let Some(mut g) = gl("gl_matches_cpu_on_geometry") else {
@@ -227,6 +307,15 @@ fn gl_matches_cpu_on_geometry() {
                         mean: [0.5, 0.1, 0.9],
                         std: [0.25, 0.5, 2.0],
                     },
+                    // Integer outputs quantised every other case.
+                    quantize: (matches!(dt, DType::U8 | DType::I8) && cases % 2 == 1).then(|| {
+                        let zero = if dt == DType::U8 {
+                            [100, 128, 7]
+                        } else {
+                            [-3, 0, 60]
+                        };
+                        Quantize::per_channel([0.03, 0.011, 0.009], zero)
+                    }),
                 };
                 let tight = ImageLayout::tight(dw, dh, df, dt).unwrap();
                 let pad = if cases % 2 == 0 {

@@ -1,11 +1,13 @@
 //! Conversion requests and their plan: what [`ImageProcessor`](crate::ImageProcessor)
 //! executes on every backend. A leaf: it knows images and options, no backend.
 
+mod input;
 mod options;
 pub mod plan;
 
+pub use input::{ModelInput, TensorLayout};
 pub use options::{
     ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Rotation,
+    Quantize, Rotation,
 };
 pub use plan::{Plan, SourceChannels, Taps};

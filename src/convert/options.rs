@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::image::{Colorimetry, Matrix, Range};
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
 
 /// A rectangle of the source image, in source pixels: the part that is converted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -143,7 +143,7 @@ impl FromStr for Interpolation {
 
 /// Per-channel normalisation of float outputs: `out = (v / 255 - mean) / std`, with the
 /// channels in R, G, B order whatever the destination's memory order (a grey destination
-/// uses index 0). Integer outputs ignore it.
+/// uses index 0). Integer outputs ignore it unless they are quantised ([`Quantize`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Normalize {
     /// Subtracted after scaling to 0..=1.
@@ -168,6 +168,97 @@ impl Normalize {
 impl Default for Normalize {
     fn default() -> Self {
         Normalize::IDENTITY
+    }
+}
+
+/// Quantisation of `u8` and `i8` outputs (the TFLite convention): for each channel,
+/// `q = clamp(round(x / scale) + zero_point)` into the destination's range (0..=255 or
+/// -128..=127), where `x` is the normalised value `(v / 255 - mean) / std` that a float
+/// output would hold. Per tensor ([`Quantize::per_tensor`]) or per channel (R, G, B order
+/// whatever the memory order; a grey destination uses index 0). Alpha stays opaque (255 or
+/// 127). Without it, `u8` stores `v` itself and `i8` stores `v - 128` (u8 XOR 0x80), and
+/// the normalisation is ignored.
+///
+/// ```
+/// use pinframe::{ConvertOptions, Normalize, Quantize};
+/// // An int8 model whose input is 0..=1 pixels quantised with scale 1/255, zero point -128.
+/// let options = ConvertOptions {
+///     quantize: Some(Quantize::per_tensor(1.0 / 255.0, -128)),
+///     ..Default::default()
+/// };
+/// # let _ = options;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quantize {
+    /// The size of one quantisation step, per channel; finite and positive.
+    pub scale: [f32; 3],
+    /// The integer that `x = 0` maps to, per channel; inside the destination's range.
+    pub zero_point: [i32; 3],
+}
+
+impl Quantize {
+    /// One scale and zero point for every channel (TFLite's per-tensor quantisation).
+    pub const fn per_tensor(scale: f32, zero_point: i32) -> Self {
+        Quantize {
+            scale: [scale; 3],
+            zero_point: [zero_point; 3],
+        }
+    }
+
+    /// A scale and zero point per channel, in R, G, B order.
+    pub const fn per_channel(scale: [f32; 3], zero_point: [i32; 3]) -> Self {
+        Quantize { scale, zero_point }
+    }
+
+    /// The smallest and largest value of a quantised `dtype` (`u8` or `i8`), or an error
+    /// naming the dtypes quantisation applies to.
+    pub fn range(dtype: DType) -> Result<(i32, i32)> {
+        match dtype {
+            DType::U8 => Ok((0, 255)),
+            DType::I8 => Ok((-128, 127)),
+            other => Err(Error::InvalidArgument(format!(
+                "quantisation applies to u8 and i8 destinations, not {other}; drop the \
+                 quantisation or convert into a u8 or i8 tensor"
+            ))),
+        }
+    }
+
+    /// Checks the parameters for a `dtype` destination: finite positive scales and zero
+    /// points inside the dtype's range.
+    pub fn validate(&self, dtype: DType) -> Result<()> {
+        let (lo, hi) = Quantize::range(dtype)?;
+        for c in 0..3 {
+            let s = self.scale[c];
+            if !s.is_finite() || s <= 0.0 {
+                return Err(Error::InvalidArgument(format!(
+                    "quantisation channel {c}: scale {s} must be finite and positive"
+                )));
+            }
+            let z = self.zero_point[c];
+            if z < lo || z > hi {
+                return Err(Error::InvalidArgument(format!(
+                    "quantisation channel {c}: zero point {z} is outside the {dtype} range \
+                     {lo}..={hi}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Quantize {
+    type Err = Error;
+    /// `SCALE,ZERO_POINT` (per tensor), as the CLI's `--quantize` takes it.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::InvalidArgument(format!(
+                "quantize {s:?}: expected SCALE,ZERO_POINT (e.g. 0.0078125,128)"
+            ))
+        };
+        let (scale, zero) = s.split_once(',').ok_or_else(bad)?;
+        let scale: f32 = scale.trim().parse().map_err(|_| bad())?;
+        let zero: i32 = zero.trim().parse().map_err(|_| bad())?;
+        Ok(Quantize::per_tensor(scale, zero))
     }
 }
 
@@ -228,8 +319,10 @@ pub struct ConvertOptions {
     pub interpolation: Interpolation,
     /// YUV→RGB colorimetry.
     pub colorimetry: ColorimetryChoice,
-    /// Float-output normalisation.
+    /// Normalisation: of float outputs, and of quantised ones before the quantisation.
     pub normalize: Normalize,
+    /// Quantisation of `u8`/`i8` outputs (`None`: `u8` stores the 0..=255 value itself).
+    pub quantize: Option<Quantize>,
 }
 
 /// What a conversion did, so results (e.g. detection boxes) can be mapped back to

@@ -17,10 +17,17 @@
 //!    The channels are interpolated separately: `s = lerp(lerp(p00, p10, fx), lerp(p01, p11, fx), fy)`.
 //! 4. The output channels (R, G, B, or one grey channel) are
 //!    `v = clamp(color_matrix[c][0..3] · s + color_matrix[c][3], 0, 255)`, clamped once.
-//! 5. Stored by the destination dtype: `u8` = `v` rounded to nearest (ties to even, as a
-//!    GPU's unorm conversion may; the tests allow ±1); `i8` = that `u8` XOR 0x80;
-//!    `f32`/`f16` = `v * norm_scale[c] + norm_bias[c]` (i.e. `(v/255 - mean)/std`, from the
-//!    unrounded `v`). Alpha channels get 255 (`u8`), 127 (`i8`) or 1.0 (float).
+//! 5. Stored by the destination dtype through the per-channel affine map
+//!    `y = v * out_scale[c] + out_bias[c]`, from the unrounded `v`:
+//!    `f32`/`f16` store `y` (there `out_scale`/`out_bias` are `norm_scale`/`norm_bias`, so
+//!    `y = (v/255 - mean)/std`); `u8` stores `u = round(clamp(y, 0, 255))` (to nearest, ties
+//!    to even, as a GPU's unorm conversion may; the tests allow ±1) and `i8` stores
+//!    `u XOR 0x80` (i.e. `u - 128`). Unquantised, `out_scale = 1` and `out_bias = 0`, so
+//!    `u8` is `v` rounded. Quantised ([`Quantize`], TFLite's `q = clamp(round(x / scale) +
+//!    zero_point)` with `x` the normalised value), `u = q - min` where `min` is 0 (`u8`) or
+//!    -128 (`i8`), so `out_scale = norm_scale / scale` and `out_bias = norm_bias / scale +
+//!    zero_point - min`: one multiply-add, the same store. Alpha channels get 255 (`u8`),
+//!    127 (`i8`) or 1.0 (float).
 //!
 //! Destination pixels outside `valid` get `pad_value` (already in output-channel units,
 //! 0..=255), stored by rule 5.
@@ -29,7 +36,9 @@
 //! the destination's [`ImageLayout`] alone (plane offsets and strides), so a plan never
 //! needs to know about the enclosing tensor.
 
-use super::options::{ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Rotation};
+use super::options::{
+    ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Quantize, Rotation,
+};
 use crate::image::{Colorimetry, FormatFamily, ImageLayout, PixelFormat};
 use crate::{DType, Error, Result};
 
@@ -144,6 +153,15 @@ pub struct Plan {
     pub norm_scale: [f32; 3],
     /// See [`Plan::norm_scale`].
     pub norm_bias: [f32; 3],
+    /// The quantisation of a `u8`/`i8` destination, if one was asked for.
+    pub quantize: Option<Quantize>,
+    /// The store's affine map of the clamped value `v`, per output channel (rule 5):
+    /// `y = v * out_scale[c] + out_bias[c]`. Float destinations: `norm_scale`. Integer
+    /// destinations: 1 unquantised, `norm_scale / scale` quantised.
+    pub out_scale: [f32; 3],
+    /// See [`Plan::out_scale`]. Integer destinations: 0 unquantised, `norm_bias / scale +
+    /// zero_point - min` quantised (`min` = 0 for `u8`, -128 for `i8`).
+    pub out_bias: [f32; 3],
     /// Memory position of the R, G, B output channels: the byte-order index within a
     /// packed pixel, or the plane index for planar destinations (grey: `[0, 0, 0]`).
     pub dst_channel_positions: [usize; 3],
@@ -177,7 +195,8 @@ impl Plan {
     ///
     /// Errors say what to change: a YUV or otherwise unsupported destination, a crop
     /// outside the source, an empty crop, an unsupported destination dtype, a non-`u8`
-    /// source, or a normalisation with a zero or non-finite std.
+    /// source, a normalisation with a zero or non-finite std, or a quantisation of a float
+    /// destination, with a non-positive scale or a zero point outside the dtype's range.
     pub fn new(src: &ImageLayout, dst: &ImageLayout, options: &ConvertOptions) -> Result<Plan> {
         let src_format = src.format();
         let dst_format = dst.format();
@@ -296,9 +315,25 @@ impl Plan {
         } else {
             pad_rgb.map(|v| v as f32)
         };
-        let norm_scale = [0, 1, 2].map(|c| (1.0 / (255.0 * f64::from(norm.std[c]))) as f32);
-        let norm_bias =
-            [0, 1, 2].map(|c| (-f64::from(norm.mean[c]) / f64::from(norm.std[c])) as f32);
+        let norm_scale_f64 = [0, 1, 2].map(|c| 1.0 / (255.0 * f64::from(norm.std[c])));
+        let norm_bias_f64 = [0, 1, 2].map(|c| -f64::from(norm.mean[c]) / f64::from(norm.std[c]));
+        let norm_scale = norm_scale_f64.map(|v| v as f32);
+        let norm_bias = norm_bias_f64.map(|v| v as f32);
+        let integer = matches!(dst_dtype, DType::U8 | DType::I8);
+        let (out_scale, out_bias) = match (options.quantize, integer) {
+            (None, true) => ([1.0; 3], [0.0; 3]),
+            (None, false) => (norm_scale, norm_bias),
+            (Some(q), _) => {
+                q.validate(dst_dtype)?;
+                let (min, _) = Quantize::range(dst_dtype)?;
+                let scale = [0, 1, 2].map(|c| (norm_scale_f64[c] / f64::from(q.scale[c])) as f32);
+                let bias = [0, 1, 2].map(|c| {
+                    (norm_bias_f64[c] / f64::from(q.scale[c]) + f64::from(q.zero_point[c])
+                        - f64::from(min)) as f32
+                });
+                (scale, bias)
+            }
+        };
         let (dst_channel_positions, dst_alpha_position) = match dst_format.rgb_order() {
             Some((order, alpha)) => (order, alpha),
             None => ([0, 0, 0], None),
@@ -332,6 +367,9 @@ impl Plan {
             pad_value,
             norm_scale,
             norm_bias,
+            quantize: options.quantize,
+            out_scale,
+            out_bias,
             dst_channel_positions,
             dst_alpha_position,
         })

@@ -363,8 +363,8 @@ impl Job<'_> {
         let pad: [T; 3] = [0, 1, 2].map(|c| {
             T::from_value(
                 plan.pad_value[c].clamp(0.0, 255.0),
-                plan.norm_scale[c],
-                plan.norm_bias[c],
+                plan.out_scale[c],
+                plan.out_bias[c],
             )
         });
         // The padding as a whole packed pixel (colour at its positions, opaque alpha).
@@ -431,8 +431,8 @@ impl Job<'_> {
                         if inside {
                             store::store_channel(
                                 &outs[c][..],
-                                plan.norm_scale[c],
-                                plan.norm_bias[c],
+                                plan.out_scale[c],
+                                plan.out_bias[c],
                                 &mut row[lo..hi],
                                 1,
                             );
@@ -584,6 +584,7 @@ mod tests {
             crop in proptest::option::of((0.0f64..0.5, 0.0f64..0.5, 0.5f64..1.0, 0.5f64..1.0)),
             dst in 0usize..5,
             nearest in proptest::bool::weighted(0.2),
+            quantized in proptest::bool::ANY,
             seed in proptest::prelude::any::<u32>(),
         ) {
             let Some(wide) = wide_kernel("random_geometry_gives_identical_bits") else {
@@ -616,6 +617,11 @@ mod tests {
                 interpolation: if nearest { Interpolation::Nearest } else { Interpolation::Bilinear },
                 fit: Fit::Stretch,
                 normalize: Normalize::IMAGENET,
+                // Integer destinations, quantised half the time (per channel).
+                quantize: (quantized && matches!(dtype, DType::U8 | DType::I8)).then(|| {
+                    let zero = if dtype == DType::U8 { [128, 100, 90] } else { [0, -20, 10] };
+                    crate::Quantize::per_channel([0.017, 0.02, 0.019], zero)
+                }),
                 ..Default::default()
             };
             let plan = Plan::new(&src_layout, &dst_layout, &options).unwrap();

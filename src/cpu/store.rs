@@ -8,7 +8,8 @@ use crate::convert::Plan;
 
 /// A destination element type the CPU backend writes (`u8`, `i8`, `f16`, `f32`).
 pub(crate) trait OutElement: Element + Copy {
-    /// Stores a clamped channel value `v` in 0..=255 (rule 5 of the plan).
+    /// Stores a clamped channel value `v` in 0..=255 through the plan's `out_scale` and
+    /// `out_bias` of its channel (rule 5 of the plan).
     fn from_value(v: f32, scale: f32, bias: f32) -> Self;
     /// The value of an opaque alpha channel.
     fn opaque() -> Self;
@@ -22,10 +23,19 @@ fn round_to_u8(v: f32) -> u8 {
     ((v + 8_388_608.0).to_bits() & 0xFF) as u8
 }
 
+/// `round(clamp(v * scale + bias, 0, 255))`, the integer store of rule 5 (quantised, or
+/// with scale 1 and bias 0, where it is `v` rounded: `v * 1 + 0` is exact and `v` is
+/// already clamped). A separate multiply and add, never a fused one, so every kernel build
+/// rounds alike.
+#[inline(always)]
+fn integer_store(v: f32, scale: f32, bias: f32) -> u8 {
+    round_to_u8((v * scale + bias).clamp(0.0, 255.0))
+}
+
 impl OutElement for u8 {
     #[inline(always)]
-    fn from_value(v: f32, _: f32, _: f32) -> Self {
-        round_to_u8(v)
+    fn from_value(v: f32, scale: f32, bias: f32) -> Self {
+        integer_store(v, scale, bias)
     }
     fn opaque() -> Self {
         255
@@ -34,8 +44,8 @@ impl OutElement for u8 {
 
 impl OutElement for i8 {
     #[inline(always)]
-    fn from_value(v: f32, _: f32, _: f32) -> Self {
-        (round_to_u8(v) ^ 0x80) as i8
+    fn from_value(v: f32, scale: f32, bias: f32) -> Self {
+        (integer_store(v, scale, bias) ^ 0x80) as i8
     }
     fn opaque() -> Self {
         (255u8 ^ 0x80) as i8
@@ -103,7 +113,7 @@ fn store_rgb3<T: OutElement, const P0: usize, const P1: usize, const P2: usize>(
     values: [&[f32]; 3],
     dst: &mut [T],
 ) {
-    let (s, b) = (plan.norm_scale, plan.norm_bias);
+    let (s, b) = (plan.out_scale, plan.out_bias);
     let n = dst.len() / 3;
     let (v0, v1, v2) = (&values[0][..n], &values[1][..n], &values[2][..n]);
     for (((px, &r), &g), &bl) in dst.chunks_exact_mut(3).zip(v0).zip(v1).zip(v2) {
@@ -135,13 +145,7 @@ pub(crate) fn store_packed<T: OutElement>(
         _ => {
             for (c, v) in values.iter().enumerate() {
                 let pos = plan.dst_channel_positions[c];
-                store_channel(
-                    v,
-                    plan.norm_scale[c],
-                    plan.norm_bias[c],
-                    &mut dst[pos..],
-                    bpp,
-                );
+                store_channel(v, plan.out_scale[c], plan.out_bias[c], &mut dst[pos..], bpp);
             }
             if let Some(a) = plan.dst_alpha_position {
                 for px in dst.chunks_exact_mut(bpp) {

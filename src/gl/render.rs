@@ -83,8 +83,8 @@ impl Draw {
             ],
             color: plan.color_matrix,
             pad: plan.pad_value,
-            scale: plan.norm_scale,
-            bias: plan.norm_bias,
+            scale: plan.out_scale,
+            bias: plan.out_bias,
             map,
             chans,
         }

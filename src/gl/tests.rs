@@ -215,9 +215,20 @@ fn compare(
                 } else {
                     (v / 255.0 - norm.mean[ch] as f64) / norm.std[ch] as f64
                 };
+                // Integer outputs in u8 units (i8 + 128): the rounded value, or the TFLite
+                // quantisation of the normalised one.
+                let int = match opts.quantize {
+                    Some(q) if ch != 3 => {
+                        let lo = if dl.dtype() == DType::I8 { -128.0 } else { 0.0 };
+                        let r =
+                            (fref / f64::from(q.scale[ch])).round() + f64::from(q.zero_point[ch]);
+                        r.clamp(lo, lo + 255.0) - lo
+                    }
+                    _ => (v + 0.5).floor(),
+                };
                 let diff = match dl.dtype() {
-                    DType::U8 => (bytes[0] as f64 - (v + 0.5).floor()).abs(),
-                    DType::I8 => ((bytes[0] ^ 0x80) as f64 - (v + 0.5).floor()).abs(),
+                    DType::U8 => (bytes[0] as f64 - int).abs(),
+                    DType::I8 => ((bytes[0] ^ 0x80) as f64 - int).abs(),
                     DType::F32 => {
                         let g = f32::from_le_bytes(bytes.try_into().unwrap()) as f64;
                         (g - fref).abs() * 255.0
@@ -353,6 +364,17 @@ fn geometry_rotations_flips_crops_letterbox_odd_sizes() {
                         mean: [0.5, 0.25, 0.0],
                         std: [0.5, 0.25, 1.0],
                     },
+                    // Integer destinations are quantised every other case.
+                    quantize: (matches!(dt, DType::U8 | DType::I8) && case.is_multiple_of(2)).then(
+                        || {
+                            let zero = if dt == DType::U8 {
+                                [128, 64, 0]
+                            } else {
+                                [0, -64, -128]
+                            };
+                            crate::Quantize::per_channel([1.0 / 128.0, 0.01, 1.0 / 255.0], zero)
+                        },
+                    ),
                 };
                 // Padded destination rows too.
                 let drow = ImageLayout::tight(dw, dh, df, dt).unwrap().planes()[0].stride;

@@ -240,6 +240,31 @@ impl HostPin<'_> {
         }
     }
 
+    /// Starts a CPU access through the pin, as [`Tensor::sync_for_cpu`](crate::Tensor::sync_for_cpu)
+    /// does (on dma-bufs `DMA_BUF_IOCTL_SYNC` START; no-op on heap and memfd memory), for
+    /// pin holders inside the crate (runtime bindings) that do not hold the tensor.
+    #[cfg_attr(not(feature = "litert"), allow(dead_code))]
+    pub(crate) fn sync_for_cpu(&self, access: crate::Access) -> Result<()> {
+        self._keepalive.sync(super::sync::SyncPhase::Start, access)
+    }
+
+    /// Ends a CPU access through the pin ([`Tensor::sync_for_device`](crate::Tensor::sync_for_device)).
+    #[cfg_attr(not(feature = "litert"), allow(dead_code))]
+    pub(crate) fn sync_for_device(&self, access: crate::Access) -> Result<()> {
+        self._keepalive.sync(super::sync::SyncPhase::End, access)
+    }
+
+    /// The memory kind of the pinned buffer.
+    pub fn memory(&self) -> crate::Memory {
+        self._keepalive.memory()
+    }
+
+    /// The file descriptor of the pinned buffer (dma-buf or memfd), kept open by the pin;
+    /// `None` for heap memory.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self._keepalive.fd()
+    }
+
     /// The window as a byte slice.
     ///
     /// # Safety

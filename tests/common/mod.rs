@@ -1,7 +1,10 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+#[cfg(feature = "litert")]
+pub mod litert;
 pub mod tensor_checks;
+pub mod tflite;
 
 /// True inside the VM lane's guest (`scripts/vm-test` sets `PINFRAME_VM=1`).
 pub fn in_vm() -> bool {

@@ -354,3 +354,53 @@ pub fn max_error(
 
 /// Every destination format.
 pub const DST_FORMATS: &[PixelFormat] = pinframe::Backend::Cpu.destination_formats();
+
+/// The TFLite quantisation of one reference channel value `v` (0..=255 units, as
+/// [`reference`] returns it), from the formulas: the normalised `x = (v / 255 - mean) /
+/// std`, then `q = clamp(round(x / scale) + zero_point)` into the dtype's range (`round`
+/// half away from zero, as TFLite's reference kernels do).
+pub fn quantize_value(
+    v: f64,
+    channel: usize,
+    normalize: &pinframe::Normalize,
+    q: &pinframe::Quantize,
+    dtype: DType,
+) -> f64 {
+    let (lo, hi) = match dtype {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        d => panic!("{d} is not a quantised dtype"),
+    };
+    let x = (v / 255.0 - f64::from(normalize.mean[channel])) / f64::from(normalize.std[channel]);
+    let r = (x / f64::from(q.scale[channel])).round() + f64::from(q.zero_point[channel]);
+    r.clamp(lo, hi)
+}
+
+/// [`reference`]'s values quantised channel by channel ([`quantize_value`]).
+pub fn quantized_reference(
+    want: &[[f64; 3]],
+    normalize: &pinframe::Normalize,
+    q: &pinframe::Quantize,
+    dtype: DType,
+) -> Vec<[f64; 3]> {
+    want.iter()
+        .map(|px| [0, 1, 2].map(|c| quantize_value(px[c], c, normalize, q, dtype)))
+        .collect()
+}
+
+/// Reads a quantised destination's stored integers back (R, G, B order; grey in [0]), with
+/// alpha in u8 units (255 when opaque, as [`max_error`] expects; NaN where there is none).
+pub fn read_back_quantized<T: Readback>(dst: &[T], l: &ImageLayout) -> Vec<([f64; 3], f64)> {
+    // Stored integers are what `read_back` gives for u8; for i8 undo its XOR.
+    let raw = read_back(dst, l, [0.0; 3], [1.0; 3]);
+    let signed = l.dtype() == DType::I8;
+    raw.into_iter()
+        .map(|(c, a)| {
+            if signed {
+                (c.map(|v| v - 128.0), a)
+            } else {
+                (c, a)
+            }
+        })
+        .collect()
+}

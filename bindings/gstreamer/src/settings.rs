@@ -5,7 +5,7 @@ use gst::glib;
 use pinframe::tensor::DmaRoute;
 use pinframe::{
     Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, Interpolation,
-    Matrix, Normalize, PixelFormat, Range, Rotation,
+    Matrix, Normalize, PixelFormat, Quantize, Range, Rotation,
 };
 
 /// `backend`: which backend converts (`ImageProcessor::with_backend`).
@@ -308,6 +308,7 @@ pub(crate) struct Settings {
     pub(crate) range: RangeChoice,
     pub(crate) mean: [f32; 3],
     pub(crate) std: [f32; 3],
+    pub(crate) quantize: Option<Quantize>,
     pub(crate) dtype: DtypeChoice,
     pub(crate) layout: LayoutChoice,
     pub(crate) memory: MemoryChoice,
@@ -331,6 +332,7 @@ impl Default for Settings {
             range: RangeChoice::Auto,
             mean: Normalize::IDENTITY.mean,
             std: Normalize::IDENTITY.std,
+            quantize: None,
             dtype: DtypeChoice::Auto,
             layout: LayoutChoice::Auto,
             memory: MemoryChoice::Auto,
@@ -383,6 +385,7 @@ impl Settings {
                 mean: self.mean,
                 std: self.std,
             },
+            quantize: self.quantize,
             ..Default::default()
         }
     }
@@ -434,6 +437,29 @@ pub(crate) fn parse_std(s: &str) -> Result<[f32; 3], String> {
         ));
     }
     Ok(v)
+}
+
+/// Parses `quantize`: `SCALE,ZERO_POINT` (per tensor, as the CLI's `--quantize`), or empty
+/// for none.
+pub(crate) fn parse_quantize(s: &str) -> Result<Option<Quantize>, String> {
+    if s.trim().is_empty() {
+        return Ok(None);
+    }
+    s.parse::<Quantize>().map(Some).map_err(|e| e.to_string())
+}
+
+/// `quantize` text.
+pub(crate) fn quantize_text(q: Option<Quantize>) -> String {
+    match q {
+        None => String::new(),
+        Some(q)
+            if q.scale.iter().all(|&s| s == q.scale[0])
+                && q.zero_point.iter().all(|&z| z == q.zero_point[0]) =>
+        {
+            format!("{},{}", q.scale[0], q.zero_point[0])
+        }
+        Some(q) => format!("{:?},{:?}", q.scale, q.zero_point),
+    }
 }
 
 /// Parses `mean`: three finite values.
@@ -492,6 +518,11 @@ mod tests {
         assert!(parse_mean("1,2").unwrap_err().contains("3 comma-separated"));
         assert_eq!(parse_list::<3, u8>("114,114,114", "pad").unwrap(), [114; 3]);
         assert!(parse_list::<3, u8>("256,0,0", "pad").is_err());
+        let q = parse_quantize("0.0078125,128").unwrap();
+        assert_eq!(q, Some(Quantize::per_tensor(0.0078125, 128)));
+        assert_eq!(quantize_text(q), "0.0078125,128");
+        assert_eq!(parse_quantize("").unwrap(), None);
+        assert!(parse_quantize("0.5").is_err());
     }
 
     #[test]

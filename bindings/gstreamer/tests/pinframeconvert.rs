@@ -10,7 +10,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use common::*;
 use gst::prelude::*;
-use pinframe::{Backend, ConvertOptions, DType, Fit, ImageProcessor, Normalize, PixelFormat};
+use pinframe::{
+    Backend, ConvertOptions, DType, Fit, ImageProcessor, Normalize, PixelFormat, Quantize,
+};
 
 fn imagenet_letterbox() -> ConvertOptions {
     ConvertOptions {
@@ -71,6 +73,20 @@ fn videotestsrc_720p(backend: Backend, reference: &mut ImageProcessor) {
         ),
         reference,
         &ConvertOptions::default(),
+        None,
+    );
+    // A TFLite-quantised uint8 planar tensor of the ImageNet-normalised letterbox.
+    check_pipeline(
+        &format!(
+            "{src} ! pinframeconvert name=conv backend={b} fit=letterbox mean=0.485,0.456,0.406 \
+             std=0.229,0.224,0.225 quantize=0.0186,114 ! other/tensors,format=static,num_tensors=1,\
+             types=uint8,dimensions=320:320:3:1 ! {sink}"
+        ),
+        reference,
+        &ConvertOptions {
+            quantize: Some(Quantize::per_tensor(0.0186, 114)),
+            ..imagenet_letterbox()
+        },
         None,
     );
     // BGR i8 tensor, filled.
@@ -409,6 +425,7 @@ fn gst_inspect_lists_the_element_caps_and_properties() {
         "range",
         "mean",
         "std",
+        "quantize",
         "dtype",
         "layout",
         "dma-route",

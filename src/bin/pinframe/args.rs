@@ -4,7 +4,7 @@ use clap::Args;
 
 use pinframe::{
     Backend, ColorimetryChoice, ConvertOptions, Crop, DType, Error, Fit, Flip, Interpolation,
-    Matrix, Normalize, Range, Result, Rotation,
+    Matrix, Normalize, Quantize, Range, Result, Rotation,
 };
 
 /// A `WxH` size.
@@ -105,6 +105,10 @@ pub(crate) struct ProcessArgs {
     /// Per-channel std for float outputs.
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
     pub(crate) std: Option<[f32; 3]>,
+    /// Quantise u8/i8 outputs, TFLite style: q = clamp(round(x / SCALE) + ZERO_POINT),
+    /// x the normalised value (--mean/--std).
+    #[arg(long, value_name = "SCALE,ZERO_POINT", value_parser = parse_named::<Quantize>)]
+    pub(crate) quantize: Option<Quantize>,
     /// Backend to run on.
     #[arg(long, default_value = "auto", value_parser = parse_named::<Backend>)]
     pub(crate) backend: Backend,
@@ -132,6 +136,7 @@ impl ProcessArgs {
                 mean: self.mean.unwrap_or([0.0; 3]),
                 std: self.std.unwrap_or([1.0; 3]),
             },
+            quantize: self.quantize,
         })
     }
 }

@@ -134,6 +134,12 @@ impl ObjectImpl for PinframeConvert {
                     .default_value(Some("1,1,1"))
                     .mutable_playing()
                     .build(),
+                glib::ParamSpecString::builder("quantize")
+                    .nick("Quantize")
+                    .blurb("TFLite quantisation of u8/i8 outputs, SCALE,ZERO_POINT: q = clamp(round(x / scale) + zero_point) of the normalised x (empty: none)")
+                    .default_value(Some(""))
+                    .mutable_playing()
+                    .build(),
                 glib::ParamSpecEnum::builder_with_default("dtype", d.dtype)
                     .nick("Element type")
                     .blurb("Output element type (auto: from the caps; i8/f16/f32 need other/tensors)")
@@ -212,6 +218,7 @@ impl ObjectImpl for PinframeConvert {
                 .map_err(|e| e.to_string()),
             "mean" => settings::parse_mean(&text()).map(|v| s.mean = v),
             "std" => settings::parse_std(&text()).map(|v| s.std = v),
+            "quantize" => settings::parse_quantize(&text()).map(|v| s.quantize = v),
             "dtype" => value
                 .get::<DtypeChoice>()
                 .map(|v| s.dtype = v)
@@ -265,6 +272,7 @@ impl ObjectImpl for PinframeConvert {
             "range" => s.range.to_value(),
             "mean" => settings::triple_text(s.mean).to_value(),
             "std" => settings::triple_text(s.std).to_value(),
+            "quantize" => settings::quantize_text(s.quantize).to_value(),
             "dtype" => s.dtype.to_value(),
             "layout" => s.layout.to_value(),
             "dma-route" => s.memory.to_text().to_value(),

@@ -1,0 +1,491 @@
+//! The LiteRT binding (feature `litert`): a pinframe tensor bound as a model input without
+//! a copy (LiteRT's buffer is at the pin's address, a write through the pin is what the
+//! model reads, steady state creates and allocates nothing), quantised inputs filled
+//! through `Quantize` from the model's own description, and errors that say what the
+//! model expects.
+//!
+//! Needs `libLiteRt.so` (scripts/assets puts ai-edge-litert 2.3.0's in target/assets) and,
+//! for the face-detector tests, MediaPipe's model; without them each test says SKIPPED,
+//! and under `CI=true` fails.
+#![cfg(feature = "litert")]
+
+mod common;
+#[path = "common/reference.rs"]
+mod reference;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use common::litert::{environment, face_model, scratch_file};
+use common::tflite;
+use pinframe::convert::{ModelInput, TensorLayout};
+use pinframe::runtime::litert::{
+    Accelerator, Binding, CompiledModel, ElementType, Environment, HOST_MEMORY_ALIGNMENT, Model,
+    Quantization,
+};
+use pinframe::{
+    Backend, ConvertOptions, DType, Error, Fit, ImageLayout, ImageProcessor, Memory, Normalize,
+    PixelFormat, Quantize, Tensor,
+};
+use reference::{Rng, quantized_reference, random_buffers, reference};
+
+/// Counts heap allocations made by this thread (the calling thread of the frame loop;
+/// the CPU backend's rayon workers and LiteRT's own threads are not counted).
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counter is a
+// thread-local Cell with a const initialiser (no allocation, no reentrancy).
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded; `ptr` came from `alloc` above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(|c| c.get())
+}
+
+/// A YUYV camera frame of random pixels (a heap tensor, as the synthetic camera's are).
+fn random_frame(w: u32, h: u32, format: PixelFormat, seed: u64) -> Tensor<u8> {
+    let mut t = Tensor::<u8>::image(w, h, format, Some(Memory::Heap)).unwrap();
+    let mut rng = Rng::new(seed);
+    t.map_mut()
+        .unwrap()
+        .iter_mut()
+        .for_each(|b| *b = rng.byte());
+    t
+}
+
+/// The face detector's conversion: letterboxed into 128x128, values in -1..1.
+fn face_options(input: &ModelInput) -> ConvertOptions {
+    ConvertOptions {
+        fit: Fit::Letterbox { pad: [0; 3] },
+        normalize: Normalize {
+            mean: [0.5; 3],
+            std: [0.5; 3],
+        },
+        ..ConvertOptions::for_input(input)
+    }
+}
+
+#[test]
+fn model_description_is_read_from_the_file() {
+    let test = "model_description_is_read_from_the_file";
+    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+        return;
+    };
+    let model = Model::from_file(&env, &path).unwrap();
+    assert_eq!(model.inputs().len(), 1);
+    let input = &model.inputs()[0];
+    assert_eq!(input.name, "input");
+    assert_eq!(input.shape, [1, 128, 128, 3]);
+    assert_eq!(input.element_type, ElementType::F32);
+    assert_eq!(input.quantization, Quantization::None);
+    assert_eq!(input.byte_len(), Some(128 * 128 * 3 * 4));
+    let names: Vec<_> = model.outputs().iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["regressors", "classificators"]);
+    assert_eq!(model.outputs()[0].shape, [1, 896, 16]);
+    assert_eq!(model.outputs()[1].shape, [1, 896, 1]);
+    let image = input.image_input().unwrap();
+    assert_eq!((image.width, image.height, image.channels), (128, 128, 3));
+    assert_eq!(image.layout, TensorLayout::Nhwc);
+    assert_eq!(image.pixel_format(), PixelFormat::Rgb);
+    assert_eq!((image.dtype, image.quantize), (DType::F32, None));
+    assert!(env.library_path().ends_with("libLiteRt.so"));
+}
+
+/// The proof of no copy: LiteRT's input buffer is at the pin's address, the model reads
+/// what was written through the pin (the same outputs as the same bytes copied into
+/// LiteRT's own buffer, and different ones for a different frame), and 1,000 frames of
+/// convert + run create no runtime buffer and allocate nothing on the calling thread.
+#[test]
+fn bound_pin_is_read_in_place_with_no_copy() {
+    let test = "bound_pin_is_read_in_place_with_no_copy";
+    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+        return;
+    };
+    let model = Model::from_file(&env, &path).unwrap();
+    let input = model.inputs()[0].image_input().unwrap();
+    let options = face_options(&input);
+    let mut tensor =
+        Tensor::<f32>::with_layout(input.image_layout().unwrap(), Some(Memory::Heap)).unwrap();
+    let pin = tensor.pin_host().unwrap();
+    assert!(pin.alignment() >= HOST_MEMORY_ALIGNMENT);
+    let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    assert_eq!(
+        compiled.bind_input(0, &tensor).unwrap(),
+        Binding::HostMemory
+    );
+    // LiteRT itself says where its input buffer is: at the pin.
+    assert_eq!(compiled.input_host_address(0).unwrap(), pin.as_ptr());
+    assert_eq!(compiled.input_binding(0), Some(Binding::HostMemory));
+
+    // A model with LiteRT's own input buffer, filled by copying: the reference.
+    let mut copied = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    copied.allocate_input(0).unwrap();
+    assert_ne!(copied.input_host_address(0).unwrap(), pin.as_ptr());
+    assert_eq!(copied.input_binding(0), Some(Binding::RuntimeOwned));
+
+    let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let frames = [
+        random_frame(320, 240, PixelFormat::Yuyv, 1),
+        random_frame(320, 240, PixelFormat::Yuyv, 2),
+    ];
+    let mut outputs = Vec::new();
+    for frame in &frames {
+        proc.convert_with(frame, &mut tensor, &options).unwrap();
+        compiled.run().unwrap();
+        copied
+            .input_mut::<f32>(0)
+            .unwrap()
+            .copy_from_slice(&tensor.map().unwrap());
+        copied.run().unwrap();
+        for o in 0..2 {
+            let bound: &[f32] = compiled.output(o).unwrap();
+            let reference: &[f32] = copied.output(o).unwrap();
+            assert_eq!(
+                bound, reference,
+                "output {o}: the bound pin and the copy differ"
+            );
+        }
+        outputs.push(compiled.output::<f32>(1).unwrap().to_vec());
+    }
+    assert_ne!(
+        outputs[0], outputs[1],
+        "the second frame did not reach the model"
+    );
+
+    // A write straight through the pin (no map guard, no conversion) reaches the model.
+    let n = pin.len() / 4;
+    // SAFETY: nothing else accesses the tensor during these writes (the processor and the
+    // model are idle), and the pin covers `n` f32 elements.
+    unsafe {
+        let p = pin.as_mut_ptr().cast::<f32>();
+        for i in 0..n {
+            *p.add(i) = if i % 7 == 0 { 1.0 } else { -1.0 };
+        }
+    }
+    compiled.run().unwrap();
+    for (i, v) in copied.input_mut::<f32>(0).unwrap().iter_mut().enumerate() {
+        *v = if i % 7 == 0 { 1.0 } else { -1.0 };
+    }
+    copied.run().unwrap();
+    assert_eq!(
+        compiled.output::<f32>(1).unwrap(),
+        copied.output::<f32>(1).unwrap()
+    );
+
+    // Steady state: 1,000 frames of convert + run. The conversion runs on the calling
+    // thread (rayon's injector allocates a queue block every few dozen jobs, which
+    // tests/cpu_alloc.rs bounds separately); LiteRT's own C++ heap is not Rust's.
+    proc.set_parallel(false);
+    proc.convert_with(&frames[0], &mut tensor, &options)
+        .unwrap();
+    let before = compiled.stats();
+    let warm = allocations();
+    for i in 0..1000 {
+        proc.convert_with(&frames[i % 2], &mut tensor, &options)
+            .unwrap();
+        compiled.run().unwrap();
+    }
+    let allocated = allocations() - warm;
+    let after = compiled.stats();
+    assert_eq!(after.runs, before.runs + 1000);
+    assert_eq!(
+        (after.buffers_created, after.buffers_destroyed),
+        (before.buffers_created, before.buffers_destroyed),
+        "steady state created runtime buffers"
+    );
+    assert_eq!(
+        allocated, 0,
+        "1,000 frames allocated {allocated} times on the calling thread"
+    );
+    assert_eq!(compiled.input_host_address(0).unwrap(), pin.as_ptr());
+    // Both the input and the two outputs: 3 buffers, created once.
+    assert_eq!(after.buffers_created, 3);
+    assert_eq!(after.host_bindings, 1);
+}
+
+/// The binding survives the tensor: the pin keeps the memory alive while LiteRT reads it.
+#[test]
+fn binding_outlives_the_tensor_and_rebinding_replaces_the_buffer() {
+    let test = "binding_outlives_the_tensor_and_rebinding_replaces_the_buffer";
+    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+        return;
+    };
+    let model = Model::from_file(&env, &path).unwrap();
+    let layout = model.inputs()[0]
+        .image_input()
+        .unwrap()
+        .image_layout()
+        .unwrap();
+    let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    let mut a = Tensor::<f32>::with_layout(layout, Some(Memory::Shm)).unwrap();
+    a.map_mut().unwrap().fill(0.25);
+    assert_eq!(compiled.bind_input(0, &a).unwrap(), Binding::HostMemory);
+    let address = a.pin_host().unwrap().as_ptr();
+    drop(a);
+    compiled.run().unwrap();
+    let first = compiled.output::<f32>(1).unwrap().to_vec();
+    assert_eq!(compiled.input_host_address(0).unwrap(), address);
+
+    let mut b = Tensor::<f32>::with_layout(layout, Some(Memory::Heap)).unwrap();
+    b.map_mut().unwrap().fill(0.25);
+    compiled.bind_input(0, &b).unwrap();
+    assert_eq!(
+        compiled.input_host_address(0).unwrap(),
+        b.pin_host().unwrap().as_ptr()
+    );
+    compiled.run().unwrap();
+    assert_eq!(compiled.output::<f32>(1).unwrap(), first.as_slice());
+    let s = compiled.stats();
+    assert_eq!(
+        (s.buffers_created, s.buffers_destroyed, s.host_bindings),
+        (4, 1, 2)
+    );
+}
+
+/// Writes the test's own DEQUANTIZE model (quantised input, float output) and loads it.
+fn dequantize_model(
+    env: &Environment,
+    test: &str,
+    shape: &[i32],
+    ty: i8,
+    scale: f32,
+    zero: i64,
+) -> Model {
+    let path = scratch_file(test, "dequantize.tflite");
+    std::fs::write(&path, tflite::dequantize_model(shape, ty, scale, zero)).unwrap();
+    Model::from_file(env, &path).unwrap()
+}
+
+/// A quantised model input (uint8 and int8) filled through `Quantize`, whose parameters
+/// come from the model itself: the stored integers equal the f64 reference within 1, and
+/// the model reads exactly them (its DEQUANTIZE output is `scale * (q - zero_point)` of
+/// every element, bit for bit), on the CPU and GL backends.
+#[test]
+fn quantized_input_from_the_model_description() {
+    let test = "quantized_input_from_the_model_description";
+    let Some(env) = environment(test) else {
+        return;
+    };
+    let half = Normalize {
+        mean: [0.5; 3],
+        std: [0.5; 3],
+    };
+    let cases = [
+        // MobileNet-style uint8: x in -1..1, q = x * 128 + 128.
+        (tflite::UINT8, 1.0f32 / 128.0, 128i64, half, DType::U8),
+        // The common int8 input: x in 0..1, scale 1/255, zero point -128.
+        (
+            tflite::INT8,
+            1.0 / 255.0,
+            -128,
+            Normalize::IDENTITY,
+            DType::I8,
+        ),
+        // An uneven one: ImageNet statistics, a coarse step, an off-centre zero point.
+        (tflite::INT8, 0.05, 7, Normalize::IMAGENET, DType::I8),
+    ];
+    let mut backends = vec![Backend::Cpu];
+    match ImageProcessor::with_backend(Backend::Gl) {
+        Ok(_) => backends.push(Backend::Gl),
+        Err(e) if common::under_ci() => panic!("{test}: GL cannot start under CI: {e}"),
+        Err(e) => eprintln!("{test}: GL part SKIPPED: {e}"),
+    }
+    let (w, h) = (37u32, 29u32);
+    for (k, &(ty, scale, zero, normalize, dtype)) in cases.iter().enumerate() {
+        let model = dequantize_model(&env, test, &[1, h as i32, w as i32, 3], ty, scale, zero);
+        let info = &model.inputs()[0];
+        assert_eq!(
+            info.quantization,
+            Quantization::PerTensor {
+                scale,
+                zero_point: zero
+            }
+        );
+        let input = info.image_input().unwrap();
+        assert_eq!(input.dtype, dtype);
+        assert_eq!(
+            input.quantize,
+            Some(Quantize::per_tensor(scale, zero as i32))
+        );
+        let options = ConvertOptions {
+            fit: Fit::Letterbox { pad: [114, 0, 255] },
+            normalize,
+            ..ConvertOptions::for_input(&input)
+        };
+        let src = ImageLayout::new(64, 40, PixelFormat::Nv12).unwrap();
+        let mut rng = Rng::new(k as u64 + 3);
+        let bufs = random_buffers(&src, &mut rng, 0);
+        let mut frame = Tensor::<u8>::with_layout(src, Some(Memory::Heap)).unwrap();
+        frame.map_mut().unwrap().copy_from_slice(&bufs[0]);
+        let want = reference(&bufs, &src, w, h, PixelFormat::Rgb, &options);
+        let want = quantized_reference(&want, &normalize, &input.quantize.unwrap(), dtype);
+        for &backend in &backends {
+            let mut proc = ImageProcessor::with_backend(backend).unwrap();
+            let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+            let stored: Vec<f64> = match dtype {
+                DType::U8 => {
+                    let mut t =
+                        Tensor::<u8>::with_layout(input.image_layout().unwrap(), None).unwrap();
+                    compiled.bind_input(0, &t).unwrap();
+                    proc.convert_with(&frame, &mut t, &options).unwrap();
+                    compiled.run().unwrap();
+                    t.map().unwrap().iter().map(|&q| f64::from(q)).collect()
+                }
+                _ => {
+                    let mut t =
+                        Tensor::<i8>::with_layout(input.image_layout().unwrap(), None).unwrap();
+                    compiled.bind_input(0, &t).unwrap();
+                    proc.convert_with(&frame, &mut t, &options).unwrap();
+                    compiled.run().unwrap();
+                    t.map().unwrap().iter().map(|&q| f64::from(q)).collect()
+                }
+            };
+            // The integers pinframe stored equal the f64 reference within 1.
+            let mut worst = 0.0f64;
+            for (i, q) in stored.iter().enumerate() {
+                worst = worst.max((q - want[i / 3][i % 3]).abs());
+            }
+            assert!(
+                worst <= 1.0,
+                "{backend:?} case {k}: quantised {worst} from the reference"
+            );
+            // The model read exactly those integers.
+            let out: &[f32] = compiled.output(0).unwrap();
+            assert_eq!(out.len(), stored.len());
+            for (i, (&o, q)) in out.iter().zip(&stored).enumerate() {
+                let expected = scale * (*q as f32 - zero as f32);
+                assert_eq!(
+                    o, expected,
+                    "{backend:?} case {k} element {i}: model read {o}"
+                );
+            }
+            eprintln!("{backend:?} case {k}: max |q - reference| = {worst}");
+        }
+    }
+}
+
+#[test]
+fn mismatched_bindings_say_what_the_model_expects() {
+    let test = "mismatched_bindings_say_what_the_model_expects";
+    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+        return;
+    };
+    let model = Model::from_file(&env, &path).unwrap();
+    let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    let err = |e: Error| e.to_string();
+    // Running with nothing bound.
+    let e = err(compiled.run().unwrap_err());
+    assert!(e.contains("input 0") && e.contains("not bound"), "{e}");
+    // Wrong element type.
+    let t = Tensor::<u8>::image(128, 128, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+    let e = compiled.bind_input(0, &t).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    let e = err(e);
+    assert!(
+        e.contains("f32") && e.contains("[1, 128, 128, 3]") && e.contains("u8"),
+        "{e}"
+    );
+    // Wrong size, and the planar layout of the right size.
+    for (w, h, f) in [
+        (96, 128, PixelFormat::Rgb),
+        (128, 128, PixelFormat::PlanarRgb),
+    ] {
+        let t = Tensor::<f32>::image(w, h, f, Some(Memory::Heap)).unwrap();
+        let e = err(compiled.bind_input(0, &t).unwrap_err());
+        assert!(
+            e.contains("[1, 128, 128, 3]") && e.contains("NHWC 128x128 rgb"),
+            "{e}"
+        );
+    }
+    // Padded rows of the right shape.
+    let padded =
+        ImageLayout::with_stride(128, 128, PixelFormat::Rgb, DType::F32, 128 * 12 + 64).unwrap();
+    let t = Tensor::<f32>::with_layout(padded, Some(Memory::Heap)).unwrap();
+    let e = err(compiled.bind_input(0, &t).unwrap_err());
+    assert!(e.contains("dense") && e.contains("padded"), "{e}");
+    // A flat tensor of the right length but the wrong shape.
+    let t = Tensor::<f32>::new(&[128 * 128 * 3], Some(Memory::Heap)).unwrap();
+    assert!(err(compiled.bind_input(0, &t).unwrap_err()).contains("shape"));
+    // A plain tensor of the model's shape binds (images are not required).
+    let t = Tensor::<f32>::new(&[1, 128, 128, 3], Some(Memory::Heap)).unwrap();
+    assert_eq!(compiled.bind_input(0, &t).unwrap(), Binding::HostMemory);
+    compiled.run().unwrap();
+    // Indices and output types.
+    assert!(err(compiled.bind_input(1, &t).unwrap_err()).contains("has 1 input"));
+    assert!(err(compiled.output::<f32>(2).map(|_| ()).unwrap_err()).contains("has 2 output"));
+    assert!(err(compiled.output::<u8>(0).map(|_| ()).unwrap_err()).contains("f32"));
+    assert!(err(compiled.input_mut::<f32>(0).map(|_| ()).unwrap_err()).contains("allocate_input"));
+    // Nothing was created for the refused bindings.
+    assert_eq!(compiled.stats().buffers_created, 3);
+}
+
+#[test]
+fn missing_library_files_and_symbols_are_clear_errors() {
+    let test = "missing_library_files_and_symbols_are_clear_errors";
+    // A library that is not there.
+    let e = Environment::with_library("/nonexistent/libLiteRt.so").unwrap_err();
+    assert!(matches!(e, Error::RuntimeUnavailable { .. }), "{e:?}");
+    assert!(e.to_string().contains("/nonexistent/libLiteRt.so"), "{e}");
+    // A library without LiteRT's functions: the first missing one is named, with the file.
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists());
+    if let Some(libm) = libm {
+        let e = Environment::with_library(libm).unwrap_err().to_string();
+        assert!(
+            e.contains("LiteRtCreateEnvironment") && e.contains(libm),
+            "{e}"
+        );
+    }
+    let Some(env) = environment(test) else {
+        return;
+    };
+    // Files that are not models.
+    let e = Model::from_file(&env, "/nonexistent.tflite")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/nonexistent.tflite"), "{e}");
+    let junk = scratch_file(test, "junk.tflite");
+    std::fs::write(&junk, b"this is not a flatbuffer").unwrap();
+    let e = Model::from_file(&env, &junk).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Runtime {
+                call: "LiteRtCreateModelFromFile",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("junk.tflite"), "{e}");
+    // Compiling for no accelerator at all.
+    let tiny = dequantize_model(&env, test, &[1, 2, 2, 3], tflite::UINT8, 0.5, 0);
+    let e = CompiledModel::new(&tiny, &[]).unwrap_err().to_string();
+    assert!(e.contains("Accelerator::Cpu"), "{e}");
+}
