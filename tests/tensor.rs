@@ -3,7 +3,7 @@
 mod common;
 
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -232,10 +232,14 @@ fn import_recognises_memfd_and_rejects_other_fds() {
 
 #[test]
 fn import_of_a_closed_fd_is_an_error() {
-    let (r, w) = nix::unistd::pipe().unwrap();
-    let raw = r.as_raw_fd();
-    drop(r);
-    drop(w);
+    // A closed fd number that no other test thread will be handed meanwhile: the kernel
+    // gives out the lowest free number, so take one far above what the tests use.
+    let (r, _w) = nix::unistd::pipe().unwrap();
+    let high =
+        nix::fcntl::fcntl(r.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(900)).unwrap();
+    // SAFETY: `high` is a fresh duplicate owned by nothing else; it is closed right here.
+    drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(high) });
+    let raw = high;
     // SAFETY: borrowing a closed fd number is exactly the bad input under test; import
     // only tries to dup it, which fails with EBADF, and never closes it.
     let closed = unsafe { BorrowedFd::borrow_raw(raw) };
