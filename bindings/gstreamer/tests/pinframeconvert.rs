@@ -1,0 +1,622 @@
+//! `pinframeconvert` in real pipelines on the host: the plugin as built
+//! (`libgstpinframe.so` loaded through `GST_PLUGIN_PATH`), its outputs compared byte for
+//! byte with the library's own conversion of the same frames, on the CPU and on GL
+//! (Mesa llvmpipe), for every format pair the element advertises; its meta, its pool,
+//! its refusals and its runtime errors.
+
+mod common;
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use common::*;
+use gst::prelude::*;
+use pinframe::{
+    Backend, ConvertOptions, DType, Fit, ImageProcessor, Normalize, PixelFormat, Quantize,
+};
+
+fn imagenet_letterbox() -> ConvertOptions {
+    ConvertOptions {
+        fit: Fit::Letterbox { pad: [114; 3] },
+        normalize: Normalize::IMAGENET,
+        ..Default::default()
+    }
+}
+
+/// Runs `desc` and checks every output against `reference` converting the same input.
+fn check_pipeline(
+    desc: &str,
+    reference: &mut ImageProcessor,
+    options: &ConvertOptions,
+    layout: Option<PixelFormat>,
+) -> usize {
+    let (_conv, pairs, log) = run_pipeline(desc);
+    assert!(log.errors.is_empty(), "{desc}: {:?}", log.errors);
+    assert!(!pairs.is_empty(), "{desc}: no output");
+    for (i, (input, sample)) in pairs.iter().enumerate() {
+        let in_caps = sample_input_caps(desc);
+        let out_caps = sample.caps().expect("output caps");
+        let dst = output_layout(out_caps, layout);
+        let (want, info) = library_convert(reference, input, &in_caps, &dst, options);
+        let out = sample.buffer().unwrap().map_readable().unwrap();
+        assert_same_image(out.as_slice(), &want, &dst, &format!("{desc}: frame {i}"));
+        assert_meta(sample.buffer().unwrap(), &info, desc);
+    }
+    pairs.len()
+}
+
+/// The input caps of a `videotestsrc ! CAPS ! ...` description.
+fn sample_input_caps(desc: &str) -> gst::Caps {
+    let caps = desc.split(" ! ").nth(1).unwrap();
+    caps.parse::<gst::Caps>().unwrap()
+}
+
+fn videotestsrc_720p(backend: Backend, reference: &mut ImageProcessor) {
+    let b = backend.name();
+    let src = "videotestsrc num-buffers=3 pattern=ball ! video/x-raw,format=YUY2,width=1280,height=720,framerate=30/1,colorimetry=bt709";
+    let sink = "appsink name=sink sync=false";
+    // Letterboxed ImageNet-normalised planar f32 tensor, the usual detector input.
+    let n = check_pipeline(
+        &format!(
+            "{src} ! pinframeconvert name=conv backend={b} fit=letterbox mean=0.485,0.456,0.406 \
+             std=0.229,0.224,0.225 ! other/tensors,format=static,num_tensors=1,types=float32,\
+             dimensions=640:640:3:1 ! {sink}"
+        ),
+        reference,
+        &imagenet_letterbox(),
+        None,
+    );
+    assert_eq!(n, 3);
+    // u8 RGB video, stretched, odd size.
+    check_pipeline(
+        &format!(
+            "{src} ! pinframeconvert name=conv backend={b} ! video/x-raw,format=RGB,width=321,height=241 ! {sink}"
+        ),
+        reference,
+        &ConvertOptions::default(),
+        None,
+    );
+    // A TFLite-quantised uint8 planar tensor of the ImageNet-normalised letterbox.
+    check_pipeline(
+        &format!(
+            "{src} ! pinframeconvert name=conv backend={b} fit=letterbox mean=0.485,0.456,0.406 \
+             std=0.229,0.224,0.225 quantize=0.0186,114 ! other/tensors,format=static,num_tensors=1,\
+             types=uint8,dimensions=320:320:3:1 ! {sink}"
+        ),
+        reference,
+        &ConvertOptions {
+            quantize: Some(Quantize::per_tensor(0.0186, 114)),
+            ..imagenet_letterbox()
+        },
+        None,
+    );
+    // BGR i8 tensor, filled.
+    check_pipeline(
+        &format!(
+            "{src} ! pinframeconvert name=conv backend={b} fit=fill layout=bgr ! \
+             other/tensors,format=static,num_tensors=1,types=int8,dimensions=3:416:416:1 ! {sink}"
+        ),
+        reference,
+        &ConvertOptions {
+            fit: Fit::Fill,
+            ..Default::default()
+        },
+        Some(PixelFormat::Bgr),
+    );
+}
+
+#[test]
+fn videotestsrc_yuy2_720p_equals_the_library_on_the_cpu() {
+    init();
+    let mut cpu = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    videotestsrc_720p(Backend::Cpu, &mut cpu);
+}
+
+#[test]
+fn videotestsrc_yuy2_720p_equals_the_library_on_gl() {
+    init();
+    let Some(mut gl) = gl_or_skip("videotestsrc_yuy2_720p_equals_the_library_on_gl") else {
+        return;
+    };
+    videotestsrc_720p(Backend::Gl, &mut gl);
+}
+
+/// What the element can be asked to write: u8 video in each destination format, and a
+/// tensor of each element type in each layout.
+#[derive(Clone, Copy, Debug)]
+enum Output {
+    Video(PixelFormat),
+    Tensor(PixelFormat, DType),
+}
+
+fn outputs() -> Vec<Output> {
+    let mut v: Vec<Output> = Backend::Auto
+        .destination_formats()
+        .iter()
+        .map(|&f| Output::Video(f))
+        .collect();
+    for &f in Backend::Auto.destination_formats() {
+        for d in [DType::U8, DType::I8, DType::F16, DType::F32] {
+            v.push(Output::Tensor(f, d));
+        }
+    }
+    v
+}
+
+fn tensor_type(d: DType) -> &'static str {
+    match d {
+        DType::U8 => "uint8",
+        DType::I8 => "int8",
+        DType::F16 => "float16",
+        _ => "float32",
+    }
+}
+
+/// A deterministic frame of `format` at `w` x `h`; with `padded`, every row is 8 bytes
+/// longer than GStreamer's default and the planes sit 64 bytes apart, described by a
+/// `GstVideoMeta`.
+fn frame(info: &gst_video::VideoInfo, padded: bool, seed: u32) -> gst::Buffer {
+    let n = info.n_planes() as usize;
+    let (offsets, strides, size) = if padded {
+        let mut offsets = Vec::new();
+        let mut strides = Vec::new();
+        let mut at = 32usize;
+        for i in 0..n {
+            let stride = info.stride()[i] as usize + 8;
+            let rows = pinframe::ImageLayout::new(
+                info.width(),
+                info.height(),
+                pixel_format(info.format()),
+            )
+            .unwrap()
+            .plane_height(i) as usize;
+            offsets.push(at);
+            strides.push(stride as i32);
+            at += stride * rows + 64;
+        }
+        (offsets, strides, at)
+    } else {
+        (
+            info.offset()[..n].to_vec(),
+            info.stride()[..n].to_vec(),
+            info.size(),
+        )
+    };
+    let mut buffer = gst::Buffer::with_size(size).unwrap();
+    {
+        let b = buffer.get_mut().unwrap();
+        {
+            let mut map = b.map_writable().unwrap();
+            for (i, v) in map.as_mut_slice().iter_mut().enumerate() {
+                let x = i as u32;
+                *v = ((x.wrapping_mul(2654435761) >> 13) ^ (x / 7) ^ seed) as u8;
+            }
+        }
+        if padded {
+            gst_video::VideoMeta::add_full(
+                b,
+                gst_video::VideoFrameFlags::empty(),
+                info.format(),
+                info.width(),
+                info.height(),
+                &offsets,
+                &strides,
+            )
+            .unwrap();
+        }
+    }
+    buffer
+}
+
+/// Every source format the backend takes × every output the element advertises, through
+/// one pipeline renegotiated for each pair (one converter, so one GL context).
+fn every_pair(backend: Backend, reference: &mut ImageProcessor) -> usize {
+    init();
+    let b = backend.name();
+    let pipeline = gst::parse::launch(&format!(
+        "appsrc name=src format=time ! pinframeconvert name=conv backend={b} ! capsfilter name=f ! appsink name=sink sync=false"
+    ))
+    .unwrap()
+    .downcast::<gst::Bin>()
+    .unwrap();
+    let src = pipeline
+        .by_name("src")
+        .unwrap()
+        .downcast::<gst_app::AppSrc>()
+        .unwrap();
+    let conv = pipeline.by_name("conv").unwrap();
+    let filter = pipeline.by_name("f").unwrap();
+    let sink = pipeline
+        .by_name("sink")
+        .unwrap()
+        .downcast::<gst_app::AppSink>()
+        .unwrap();
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let colorimetries = ["bt601", "bt709", "1:4:0:0", "bt2020"];
+    let fits = [
+        Fit::Stretch,
+        Fit::Letterbox {
+            pad: [114, 20, 200],
+        },
+        Fit::Fill,
+    ];
+    let mut checked = 0;
+    let mut pts = 0u64;
+    for (si, &format) in backend.source_formats().iter().enumerate() {
+        // Odd and even sizes; half the sources with padded strides and plane gaps.
+        let (w, h) = (29 + 3 * si as u32, 19 + si as u32);
+        let padded = si % 2 == 1;
+        let colorimetry: gst_video::VideoColorimetry = colorimetries[si % 4].parse().unwrap();
+        let mut builder = gst_video::VideoInfo::builder(video_format(format), w, h)
+            .fps(gst::Fraction::new(30, 1));
+        if format.is_yuv() {
+            builder = builder.colorimetry(&colorimetry);
+        }
+        let info = builder.build().unwrap();
+        let in_caps = info.to_caps().unwrap();
+        src.set_caps(Some(&in_caps));
+        for (oi, &out) in outputs().iter().enumerate() {
+            let (ow, oh) = (11 + oi as u32, 7 + (oi as u32 * 3) % 17);
+            let fit = fits[(si + oi) % 3];
+            let (caps, layout, dtype) = match out {
+                Output::Video(f) => (
+                    format!(
+                        "video/x-raw,format={},width={ow},height={oh}",
+                        video_format(f).to_str()
+                    ),
+                    None,
+                    DType::U8,
+                ),
+                Output::Tensor(f, d) => {
+                    let dims = if f.plane_count() == 3 {
+                        format!("{ow}:{oh}:3:1")
+                    } else {
+                        format!("{}:{ow}:{oh}:1", f.channels())
+                    };
+                    (
+                        format!(
+                            "other/tensors,format=static,num_tensors=1,types={},dimensions={dims}",
+                            tensor_type(d)
+                        ),
+                        Some(f),
+                        d,
+                    )
+                }
+            };
+            let normalize = if matches!(dtype, DType::F16 | DType::F32) && oi % 2 == 0 {
+                Normalize::IMAGENET
+            } else {
+                Normalize::IDENTITY
+            };
+            let options = ConvertOptions {
+                fit,
+                normalize,
+                ..Default::default()
+            };
+            conv.set_property_from_str("layout", layout.map(|l| l.name()).unwrap_or("auto"));
+            conv.set_property_from_str(
+                "fit",
+                match fit {
+                    Fit::Stretch => "stretch",
+                    Fit::Letterbox { .. } => "letterbox",
+                    _ => "fill",
+                },
+            );
+            conv.set_property("pad", "114,20,200");
+            conv.set_property(
+                "mean",
+                format!(
+                    "{},{},{}",
+                    normalize.mean[0], normalize.mean[1], normalize.mean[2]
+                ),
+            );
+            conv.set_property(
+                "std",
+                format!(
+                    "{},{},{}",
+                    normalize.std[0], normalize.std[1], normalize.std[2]
+                ),
+            );
+            filter.set_property("caps", caps.parse::<gst::Caps>().unwrap());
+            let mut buffer = frame(&info, padded, (si * 31 + oi) as u32);
+            buffer
+                .get_mut()
+                .unwrap()
+                .set_pts(gst::ClockTime::from_nseconds(pts));
+            pts += 33_333_333;
+            let what = format!(
+                "{format} {w}x{h}{} -> {caps} ({fit})",
+                if padded { " padded" } else { "" }
+            );
+            src.push_buffer(buffer.clone())
+                .unwrap_or_else(|e| panic!("{what}: push: {e:?}"));
+            let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(30)) else {
+                let mut log = BusLog::default();
+                log.drain(&bus);
+                panic!("{what}: no output ({log:?})");
+            };
+            let dst = output_layout(sample.caps().unwrap(), layout);
+            assert_eq!(dst.dtype(), dtype, "{what}");
+            let (want, info) = library_convert(reference, &buffer, &in_caps, &dst, &options);
+            let got = sample.buffer().unwrap().map_readable().unwrap();
+            assert_same_image(got.as_slice(), &want, &dst, &what);
+            assert_meta(sample.buffer().unwrap(), &info, &what);
+            checked += 1;
+        }
+    }
+    let mut log = BusLog::default();
+    log.drain(&bus);
+    assert!(log.errors.is_empty(), "{:?}", log.errors);
+    let stats = conv.property::<gst::Structure>("stats");
+    assert_eq!(
+        stats.get::<u64>("frames").unwrap(),
+        checked as u64,
+        "{stats}"
+    );
+    assert_eq!(
+        stats.get::<u64>("pool-outputs").unwrap(),
+        checked as u64,
+        "{stats}"
+    );
+    pipeline.set_state(gst::State::Null).unwrap();
+    checked
+}
+
+#[test]
+fn every_advertised_pair_equals_the_library_on_the_cpu() {
+    let mut cpu = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let n = every_pair(Backend::Cpu, &mut cpu);
+    assert_eq!(n, Backend::Cpu.source_formats().len() * outputs().len());
+    eprintln!("{n} format pairs equal on the CPU");
+}
+
+#[test]
+fn every_advertised_pair_equals_the_library_on_gl() {
+    init();
+    let Some(mut gl) = gl_or_skip("every_advertised_pair_equals_the_library_on_gl") else {
+        return;
+    };
+    let n = every_pair(Backend::Gl, &mut gl);
+    assert_eq!(n, Backend::Gl.source_formats().len() * outputs().len());
+    eprintln!("{n} format pairs equal on GL");
+}
+
+/// `gst-inspect-1.0 pinframe` lists the element, its caps and its properties.
+#[test]
+fn gst_inspect_lists_the_element_caps_and_properties() {
+    init();
+    let out = match std::process::Command::new("gst-inspect-1.0")
+        .arg("pinframe")
+        .env("GST_PLUGIN_PATH", plugin_dir())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if under_ci() => panic!("gst-inspect-1.0 cannot run under CI: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED gst_inspect_lists_the_element_caps_and_properties: {e}");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("pinframeconvert"), "{text}");
+    let element = std::process::Command::new("gst-inspect-1.0")
+        .arg("pinframeconvert")
+        .env("GST_PLUGIN_PATH", plugin_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&element.stdout);
+    for needle in [
+        "video/x-raw(memory:DMABuf)",
+        "other/tensors",
+        "YUY2",
+        "NV12",
+        "RGBP",
+        "float32",
+        "int8",
+        "backend",
+        "fit",
+        "pad",
+        "crop",
+        "rotation",
+        "flip",
+        "interpolation",
+        "matrix",
+        "range",
+        "mean",
+        "std",
+        "quantize",
+        "dtype",
+        "layout",
+        "dma-route",
+        "pool-size",
+        "stats",
+    ] {
+        assert!(
+            text.contains(needle),
+            "gst-inspect-1.0 pinframeconvert lacks {needle}:\n{text}"
+        );
+    }
+}
+
+/// Input caps in a format pinframe does not convert are refused with a message naming
+/// the formats it takes; options the frame cannot satisfy fail negotiation with the
+/// library's reason.
+#[test]
+fn caps_it_cannot_convert_are_refused_with_a_message() {
+    init();
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "appsrc name=src caps=video/x-raw,format=Y444,width=64,height=48,framerate=30/1 ! \
+             pinframeconvert name=conv ! appsink name=sink",
+            &["cannot convert from Y444", "YUY2", "NV12", "I420"],
+        ),
+        (
+            "appsrc name=src caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
+             pinframeconvert name=conv crop=60,40,10,10 ! video/x-raw,format=RGB,width=8,height=8 ! appsink name=sink",
+            &["cannot convert nv12 64x48 to rgb 8x8", "crop"],
+        ),
+        (
+            "appsrc name=src caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
+             pinframeconvert name=conv ! other/tensors,format=static,num_tensors=1,types=float32,dimensions=5:8:8:1 ! appsink name=sink",
+            &["neither C:W:H"],
+        ),
+    ];
+    for (desc, needles) in cases {
+        let pipeline = gst::parse::launch(desc)
+            .unwrap()
+            .downcast::<gst::Bin>()
+            .unwrap();
+        let src = pipeline
+            .by_name("src")
+            .unwrap()
+            .downcast::<gst_app::AppSrc>()
+            .unwrap();
+        let bus = pipeline.bus().unwrap();
+        pipeline.set_state(gst::State::Playing).unwrap();
+        let _ = src.push_buffer(gst::Buffer::with_size(64 * 48 * 3).unwrap());
+        let _ = src.end_of_stream();
+        let mut log = BusLog::default();
+        log.until_end(&bus, 10);
+        pipeline.set_state(gst::State::Null).unwrap();
+        assert!(
+            !log.errors.is_empty(),
+            "{desc}: negotiation should fail: {log:?}"
+        );
+        let all = format!("{log:?}");
+        for n in needles {
+            assert!(
+                all.contains(n),
+                "{desc}: the messages should say {n:?}: {all}"
+            );
+        }
+    }
+}
+
+/// A frame that cannot be converted (too short for its caps; a crop set while playing that
+/// leaves the frame) posts an element error and stops the stream: no crash.
+#[test]
+fn runtime_failures_post_an_element_error() {
+    init();
+    let pipeline = gst::parse::launch(
+        "appsrc name=src format=time caps=video/x-raw,format=YUY2,width=64,height=48,framerate=30/1 ! \
+         pinframeconvert name=conv ! video/x-raw,format=RGB,width=32,height=32 ! appsink name=sink sync=false",
+    )
+    .unwrap()
+    .downcast::<gst::Bin>()
+    .unwrap();
+    let src = pipeline
+        .by_name("src")
+        .unwrap()
+        .downcast::<gst_app::AppSrc>()
+        .unwrap();
+    let sink = pipeline
+        .by_name("sink")
+        .unwrap()
+        .downcast::<gst_app::AppSink>()
+        .unwrap();
+    let conv = pipeline.by_name("conv").unwrap();
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    src.push_buffer(gst::Buffer::with_size(64 * 48 * 2).unwrap())
+        .unwrap();
+    assert!(
+        sink.try_pull_sample(gst::ClockTime::from_seconds(10))
+            .is_some(),
+        "a good frame converts"
+    );
+    conv.set_property("crop", "60,40,30,30");
+    let _ = src.push_buffer(gst::Buffer::with_size(64 * 48 * 2).unwrap());
+    let m = bus
+        .timed_pop_filtered(gst::ClockTime::from_seconds(10), &[gst::MessageType::Error])
+        .expect("an error message");
+    let gst::MessageView::Error(e) = m.view() else {
+        unreachable!()
+    };
+    let text = format!("{} {:?}", e.error(), e.debug());
+    assert!(
+        text.contains("pinframe could not convert a frame"),
+        "{text}"
+    );
+    assert!(text.contains("crop"), "{text}");
+    assert_eq!(
+        m.src().map(|s| s.name().to_string()),
+        Some("conv".to_string())
+    );
+    pipeline.set_state(gst::State::Null).unwrap();
+
+    // A buffer shorter than its caps.
+    let pipeline = gst::parse::launch(
+        "appsrc name=src format=time caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
+         pinframeconvert name=conv ! video/x-raw,format=RGB,width=32,height=32 ! appsink name=sink sync=false",
+    )
+    .unwrap()
+    .downcast::<gst::Bin>()
+    .unwrap();
+    let src = pipeline
+        .by_name("src")
+        .unwrap()
+        .downcast::<gst_app::AppSrc>()
+        .unwrap();
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let _ = src.push_buffer(gst::Buffer::with_size(100).unwrap());
+    let m = bus
+        .timed_pop_filtered(gst::ClockTime::from_seconds(10), &[gst::MessageType::Error])
+        .expect("an error message");
+    let gst::MessageView::Error(e) = m.view() else {
+        unreachable!()
+    };
+    let text = format!("{} {:?}", e.error(), e.debug());
+    assert!(text.contains("mapping the input frame"), "{text}");
+    pipeline.set_state(gst::State::Null).unwrap();
+}
+
+/// The output buffers are a fixed set of pinframe tensors wrapped without a copy (fd
+/// memory over a memfd here, dma-bufs where the platform allocates them): over many
+/// frames the same `pool-size` buffers, at the same addresses, come back.
+#[test]
+fn output_buffers_are_a_stable_pool() {
+    init();
+    let pipeline = gst::parse::launch(
+        "videotestsrc num-buffers=60 ! video/x-raw,format=NV12,width=320,height=240 ! \
+         pinframeconvert name=conv pool-size=3 backend=cpu ! \
+         other/tensors,format=static,num_tensors=1,types=float32,dimensions=3:96:96:1 ! \
+         appsink name=sink sync=false",
+    )
+    .unwrap()
+    .downcast::<gst::Bin>()
+    .unwrap();
+    let sink = pipeline
+        .by_name("sink")
+        .unwrap()
+        .downcast::<gst_app::AppSink>()
+        .unwrap();
+    let conv = pipeline.by_name("conv").unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let mut identities = std::collections::BTreeSet::new();
+    let mut addresses = std::collections::BTreeSet::new();
+    let mut frames = 0;
+    while let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(30)) {
+        let buffer = sample.buffer().unwrap();
+        assert_eq!(buffer.n_memory(), 1);
+        assert_eq!(buffer.size(), 96 * 96 * 3 * 4, "a tight tensor");
+        let mem = buffer.peek_memory(0);
+        let fdmem = mem
+            .downcast_memory_ref::<gst_allocators::FdMemory>()
+            .expect("pool buffers are fd memory over the tensor's own buffer");
+        // SAFETY: the memory owns the fd and is alive for this borrow.
+        let fd = unsafe { BorrowedFd::borrow_raw(fdmem.fd()) };
+        let st = nix::sys::stat::fstat(fd.as_raw_fd()).unwrap();
+        identities.insert((st.st_dev, st.st_ino));
+        addresses.insert(buffer.map_readable().unwrap().as_ptr() as usize);
+        frames += 1;
+    }
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert_eq!(frames, 60);
+    assert_eq!(identities.len(), 3, "three buffers cycle");
+    assert_eq!(addresses.len(), 3, "each at one address");
+    let stats = conv.property::<gst::Structure>("stats");
+    assert_eq!(stats.get::<u64>("output-buffers").unwrap(), 3, "{stats}");
+    assert_eq!(stats.get::<u64>("mapped-sources").unwrap(), 60, "{stats}");
+}
