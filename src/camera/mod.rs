@@ -430,7 +430,13 @@ impl Camera {
         state
             .slots
             .iter()
-            .filter(|s| matches!(s.state, pool::SlotState::Held | pool::SlotState::Pinned))
+            // A pinned buffer whose last pin dropped is free, even before the next
+            // `next_frame` gives it back.
+            .filter(|s| match s.state {
+                pool::SlotState::Held => true,
+                pool::SlotState::Pinned => s.pinned(),
+                _ => false,
+            })
             .count()
     }
 

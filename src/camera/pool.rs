@@ -63,7 +63,7 @@ impl Slot {
     /// True while a pin holds the buffer's memory: the slot's tensor is the only other
     /// owner of its storage, so a count above one is a `HostPin` (frames share the
     /// tensor, not the storage; caches keep only weak references).
-    fn pinned(&self) -> bool {
+    pub(crate) fn pinned(&self) -> bool {
         (0..self.tensor.buffer_count()).any(|b| {
             self.tensor
                 .buffer_token(b)
