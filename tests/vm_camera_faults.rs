@@ -491,18 +491,20 @@ fn a_soak_with_injected_faults_loses_no_buffer_and_counts_each_fault_once() {
         maps_diff(&maps_before, &maps_after)
     );
     assert_eq!(after.2, before.2, "live EGL images");
-    // RSS settles in the first seconds of the soak (about 4-5 MiB, once: allocator arenas
-    // and driver caches reaching their working size), then stays flat while thousands of
-    // frames go by: growth with the frames would be a leak.
+    // RSS settles in the first part of the soak (a few MiB, in one or two steps: allocator
+    // arenas and driver caches reaching their working size; CI saw a 1.4 MiB step at 20 s),
+    // then stays flat while thousands of frames go by. A leak grows with the frames, so the
+    // second half of the soak (about 5,000 frames) must not grow: 256 KiB over it is a leak
+    // of about 50 bytes a frame.
     assert!(
         rss_series.len() >= 5,
         "a soak of at least 50 s: {rss_series:?}"
     );
-    let settled = rss_series[1];
-    let top = rss_series[1..].iter().copied().max().unwrap();
+    let second_half = &rss_series[rss_series.len() / 2..];
+    let (start, top) = (second_half[0], *second_half.iter().max().unwrap());
     assert!(
-        top <= settled + 1024,
-        "RSS keeps growing during the soak (KiB every 10 s): {rss_series:?}"
+        top <= start + 256,
+        "RSS keeps growing in the second half of the soak (KiB every 10 s): {rss_series:?}"
     );
     assert!(
         after.3 <= before.3 + 16 * 1024,
