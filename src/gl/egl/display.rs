@@ -1,11 +1,16 @@
-//! Initialised EGL displays, shared process-wide and reference counted.
+//! Initialised EGL displays, shared process-wide and kept for the life of the process.
 //!
-//! `eglInitialize` is not counted by EGL itself, so two processors on the same native
-//! display must not terminate it under each other's feet: the last [`DisplayRef`]
-//! terminates it. A display the application had initialised before pinframe opened it
-//! (its own EGL work on the same native display: EGL hands out one `EGLDisplay` per
-//! platform and native display) is never terminated by pinframe: that is the
-//! application's, and terminating it would invalidate its contexts and surfaces.
+//! An `EGLDisplay` is process-wide state: EGL hands every caller of
+//! `eglGetPlatformDisplay` with the same platform and native display the same handle, and
+//! `eglInitialize` is not counted (EGL_KHR_display_reference aside, which Mesa 22 lacks).
+//! So whoever calls `eglTerminate` ends the display for everyone else in the process: the
+//! application's own EGL work, a GStreamer GL element, and another copy of pinframe (the
+//! Python module and the GStreamer plugin in one process each link their own, with their
+//! own registry, so a count kept here cannot see the other copy's references). pinframe
+//! therefore never terminates a display: it initialises each one once, keeps it (and the
+//! native device it was made from) in this registry, and every later processor shares it.
+//! A process that creates and drops processors all day reuses one display per platform;
+//! contexts, surfaces and images, which are per processor, are destroyed with it.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -29,9 +34,7 @@ enum Native {
 
 struct DisplayEntry {
     raw: usize,
-    refs: usize,
-    /// Initialised by the application before pinframe opened it: never terminated here.
-    borrowed: bool,
+    /// Kept alive as long as the display, which is the life of the process.
     _native: Arc<NativeHolder>,
 }
 
@@ -47,8 +50,8 @@ fn registry() -> &'static Mutex<HashMap<String, DisplayEntry>> {
     REG.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// A counted reference to an initialised EGL display; the last one terminates it
-/// (unless the application had initialised it).
+/// An initialised EGL display and what it reports; the display itself stays initialised
+/// for the life of the process (see the module docs).
 pub(crate) struct DisplayRef {
     pub(crate) egl: &'static Egl,
     pub(crate) raw: RawDisplay,
@@ -61,8 +64,6 @@ pub(crate) struct DisplayRef {
     pub(crate) vendor: String,
     /// Mesa's driver name (`EGL_MESA_query_driver`), when known.
     pub(crate) driver: Option<String>,
-    /// Already released under the registry lock (by `release_locked`).
-    released: bool,
 }
 
 // SAFETY: an EGLDisplay handle may be used from any thread (EGL 1.4 §2.7).
@@ -87,15 +88,13 @@ impl DisplayRef {
         let candidates = native_candidates(egl, platform)?;
         let mut why = Vec::new();
         for (key, native, node) in candidates {
-            if let Some(entry) = reg.get_mut(&key) {
-                entry.refs += 1;
+            if let Some(entry) = reg.get(&key) {
                 let raw = entry.raw as RawDisplay;
                 let d = DisplayRef::describe(egl, raw, key, platform, node);
                 match d.usable() {
                     Ok(()) => return Ok(d),
                     Err(e) => {
                         why.push(e);
-                        release_locked(&mut reg, d);
                         continue;
                     }
                 }
@@ -122,8 +121,7 @@ impl DisplayRef {
             let d = unsafe { egl::Display::from_ptr(raw) };
             // Querying a string of an uninitialised display fails (EGL_NOT_INITIALIZED):
             // if it succeeds, the application initialised this display itself.
-            let borrowed = egl.inst.query_string(Some(d), egl::VERSION).is_ok();
-            if borrowed {
+            if egl.inst.query_string(Some(d), egl::VERSION).is_ok() {
                 log::debug!("EGL display {key} was initialised by the application; sharing it");
             }
             if let Err(e) = egl.inst.initialize(d) {
@@ -134,18 +132,13 @@ impl DisplayRef {
                 key.clone(),
                 DisplayEntry {
                     raw: raw as usize,
-                    refs: 1,
-                    borrowed,
                     _native: Arc::new(NativeHolder(holder)),
                 },
             );
             let d = DisplayRef::describe(egl, raw, key, platform, node);
             match d.usable() {
                 Ok(()) => return Ok(d),
-                Err(e) => {
-                    why.push(e);
-                    release_locked(&mut reg, d);
-                }
+                Err(e) => why.push(e),
             }
         }
         Err(Error::Gl(if why.is_empty() {
@@ -210,43 +203,6 @@ impl DisplayRef {
             extensions: q(egl::EXTENSIONS),
             vendor: q(egl::VENDOR),
             driver,
-            released: false,
         }
-    }
-}
-
-/// Releases `d` while the registry lock is already held.
-fn release_locked(reg: &mut HashMap<String, DisplayEntry>, mut d: DisplayRef) {
-    d.release(reg);
-    d.released = true;
-}
-
-impl DisplayRef {
-    fn release(&self, reg: &mut HashMap<String, DisplayEntry>) {
-        let (last, borrowed) = match reg.get_mut(&self.key) {
-            Some(e) => {
-                e.refs -= 1;
-                (e.refs == 0, e.borrowed)
-            }
-            None => (false, false),
-        };
-        if last {
-            // Terminate while holding the registry lock so that no one re-opens the
-            // same native display half-way through; never the application's own.
-            if !borrowed {
-                let _ = self.egl.inst.terminate(self.display());
-            }
-            reg.remove(&self.key);
-        }
-    }
-}
-
-impl Drop for DisplayRef {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
-        self.release(&mut reg);
     }
 }

@@ -4,7 +4,7 @@
 //! | --- | --- |
 //! | `library` | libEGL (and libGLESv2) loaded at run time, client extensions, entry points |
 //! | `platform` | [`EglPlatform`] (GBM → device → surfaceless) and the native displays of each |
-//! | `display` | `DisplayRef`: initialised displays shared process-wide, reference counted |
+//! | `display` | `DisplayRef`: initialised displays shared process-wide, never terminated (the display is every EGL user's) |
 //! | `context` | [`GlContext`] (a GLES 3 context without surfaces), [`GlInfo`], and [`Current`]: the proof that the context is current, which saves the caller's EGL state and restores it on drop |
 //!
 //! Every GL call the backend makes takes a [`Current`], so a call without a current

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 use std::time::Duration;
 
 use gst::prelude::*;
@@ -110,29 +110,7 @@ pub fn init() {
             "pinframeconvert is not in the registry (GST_PLUGIN_PATH={})",
             dir.display()
         );
-        keep_egl_displays();
     });
-}
-
-/// This process holds two separately linked copies of pinframe: the test's and the
-/// plugin's. Each counts its own references to the EGL display and terminates it when its
-/// last GL processor drops, which invalidates the other copy's contexts (the display is
-/// one per process). Until pinframe shares that count across copies, one GL processor of
-/// each copy stays alive for the whole run, so neither copy ever terminates the display.
-fn keep_egl_displays() {
-    static TEST_COPY: Mutex<Option<ImageProcessor>> = Mutex::new(None);
-    static PLUGIN_COPY: Mutex<Option<gst::Element>> = Mutex::new(None);
-    let Ok(p) = ImageProcessor::with_backend(Backend::Gl) else {
-        return;
-    };
-    *TEST_COPY.lock().unwrap() = Some(p);
-    let e = gst::ElementFactory::make("pinframeconvert")
-        .property_from_str("backend", "gl")
-        .build()
-        .unwrap();
-    // READY -> PAUSED starts the element, which opens its GL processor.
-    e.set_state(gst::State::Paused).unwrap();
-    *PLUGIN_COPY.lock().unwrap() = Some(e);
 }
 
 /// A GL processor, or `None` after saying why (a failure under `CI=true`).
