@@ -40,6 +40,15 @@ pub(crate) static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
 });
 
 fn plugin_init(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {
+    // The process-wide CPU-mapping guard (libpinframe.so.0) must be there before anything
+    // maps: refuse to load, with the loader's reason, rather than fail every buffer later.
+    if let Err(e) = pinframe::tensor::cpu_mapping_guard() {
+        return Err(glib::bool_error!(
+            "pinframe cannot load its CPU-mapping guard: {e} (install libpinframe: \
+             bindings/c/install.sh; the plugin looks in its own folder, the folder above it and \
+             the loader's path)"
+        ));
+    }
     meta::register();
     convert::register(plugin)
 }

@@ -620,3 +620,132 @@ fn output_buffers_are_a_stable_pool() {
     assert_eq!(stats.get::<u64>("output-buffers").unwrap(), 3, "{stats}");
     assert_eq!(stats.get::<u64>("mapped-sources").unwrap(), 60, "{stats}");
 }
+
+/// This process holds two separately linked copies of pinframe (the test's and the
+/// plugin's), each with its own display registry, on one process-wide EGL display. The
+/// test's copy opens a GL processor first, the plugin's opens its own, then the test's
+/// last processor goes while the plugin's streams on: when a copy terminated the display
+/// on dropping its last processor, the plugin's next frame failed on a dead display.
+#[test]
+fn the_plugin_streams_on_gl_after_the_other_copy_drops_its_last_processor() {
+    init();
+    let test = "the_plugin_streams_on_gl_after_the_other_copy_drops_its_last_processor";
+    let Some(test_copy) = gl_or_skip(test) else {
+        return;
+    };
+    let pipeline = gst::parse::launch(
+        "appsrc name=src format=time caps=video/x-raw,format=RGBA,width=16,height=12,framerate=30/1 \
+         ! pinframeconvert backend=gl ! video/x-raw,format=RGB,width=8,height=6 \
+         ! appsink name=sink sync=false",
+    )
+    .unwrap()
+    .downcast::<gst::Bin>()
+    .unwrap();
+    let src = pipeline
+        .by_name("src")
+        .unwrap()
+        .downcast::<gst_app::AppSrc>()
+        .unwrap();
+    let sink = pipeline
+        .by_name("sink")
+        .unwrap()
+        .downcast::<gst_app::AppSink>()
+        .unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgba, 16, 12)
+        .build()
+        .unwrap();
+    let pull = |seed: u32| {
+        src.push_buffer(frame(&info, false, seed)).unwrap();
+        let sample = sink
+            .try_pull_sample(gst::ClockTime::from_seconds(20))
+            .unwrap_or_else(|| panic!("{test}: no output for frame {seed}"));
+        sample.buffer().unwrap().map_readable().unwrap().to_vec()
+    };
+    let before = pull(1);
+    drop(test_copy);
+    let after = pull(1);
+    assert_eq!(after, before, "{test}: the same frame, before and after");
+    assert_ne!(pull(2), before, "{test}: a new frame converts anew");
+    // And the other way round: the test's copy opens GL again and converts while the
+    // plugin's processor is alive; then the plugin's goes, and the test's converts on.
+    let mut again = gl_or_skip(test).expect("GL opened once in this process");
+    pipeline.set_state(gst::State::Null).unwrap();
+    let src = pinframe::Tensor::<u8>::image(4, 4, PixelFormat::Grey, None).unwrap();
+    let mut dst = pinframe::Tensor::<u8>::image(4, 4, PixelFormat::Rgba, None).unwrap();
+    again
+        .convert(&src, &mut dst)
+        .expect("the test's copy converts after the plugin's processor went");
+}
+
+/// This test's copy of pinframe and the plugin's (loaded by GStreamer) are two copies in
+/// one process, both built with `shared-guard`: one libpinframe.so.0 object, one guard.
+/// While this thread holds the exclusive side, a pipeline started on another thread must
+/// wait in the plugin at its first CPU mapping (its output pool's) and convert nothing
+/// until the section ends. With a guard of its own, the plugin would map and finish inside
+/// the section, and no thread would be seen waiting.
+#[test]
+fn the_plugin_and_this_copy_share_one_cpu_mapping_guard() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    init();
+    let test = "the_plugin_and_this_copy_share_one_cpu_mapping_guard";
+    match pinframe::tensor::cpu_mapping_guard() {
+        Ok(pinframe::tensor::CpuMappingGuard::Shared { library }) => {
+            assert!(library.ends_with("libpinframe.so.0"), "{test}: {library}")
+        }
+        other => panic!("{test}: this copy's guard is not libpinframe's: {other:?}"),
+    }
+    let converted = Arc::new(AtomicBool::new(false));
+    let done = converted.clone();
+    let (waited, converted_inside) = pinframe::with_cpu_mappings_excluded(|| {
+        let pipeline = std::thread::spawn(move || {
+            let (_conv, pairs, log) = run_pipeline(
+                "videotestsrc num-buffers=1 ! video/x-raw,format=RGBA,width=16,height=12 \
+                 ! pinframeconvert name=conv backend=cpu ! video/x-raw,format=RGB,width=8,height=6 \
+                 ! appsink name=sink sync=false",
+            );
+            assert!(log.errors.is_empty(), "{:?}", log.errors);
+            done.store(!pairs.is_empty(), Ordering::SeqCst);
+        });
+        let start = Instant::now();
+        let mut waited = false;
+        while start.elapsed() < Duration::from_secs(30) && !pipeline.is_finished() {
+            if pinframe::testing::cpu_mapping_guard_waiters() > 0 {
+                waited = true;
+                // Held a moment longer: the plugin must still be waiting, not converting.
+                std::thread::sleep(Duration::from_millis(200));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        (waited, (pipeline, converted.load(Ordering::SeqCst)))
+    });
+    let (pipeline, inside) = converted_inside;
+    assert!(
+        waited,
+        "{test}: no thread waited on the guard while this copy held it"
+    );
+    assert!(
+        !inside,
+        "{test}: the plugin converted inside this copy's exclusive section"
+    );
+    pipeline.join().expect("the pipeline thread");
+    assert!(
+        converted.load(Ordering::SeqCst),
+        "{test}: the plugin converted once the section ended"
+    );
+    let mapped: std::collections::BTreeSet<String> = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.ends_with("/libpinframe.so.0") || p.ends_with("/libpinframe_c.so"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        mapped.len(),
+        1,
+        "{test}: one libpinframe object: {mapped:?}"
+    );
+}

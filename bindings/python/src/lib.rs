@@ -29,6 +29,14 @@ use pinframe::{Backend, ImageProcessor};
 fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("version", env!("CARGO_PKG_VERSION"))?;
+    d.set_item(
+        "cpu_mapping_guard",
+        match pinframe::tensor::cpu_mapping_guard() {
+            Ok(pinframe::tensor::CpuMappingGuard::Shared { library }) => library,
+            Ok(_) => "local".to_string(),
+            Err(e) => format!("unavailable: {e}"),
+        },
+    )?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cpu = PyDict::new(py);
     cpu.set_item("threads", threads)?;
@@ -110,6 +118,16 @@ fn names(formats: &[pinframe::PixelFormat]) -> Vec<&'static str> {
 
 #[pymodule]
 fn _pinframe(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The process-wide guard must be there before anything maps: fail the import, with
+    // the loader's reason, rather than every mapping later.
+    if let Err(e) = pinframe::tensor::cpu_mapping_guard() {
+        return Err(pyo3::exceptions::PyImportError::new_err(format!(
+            "pinframe cannot load its CPU-mapping guard: {e} (the package bundles \
+             libpinframe.so.0 next to its extension; a build that skipped \
+             bindings/python/build_backend, e.g. a bare `maturin build`, lacks it: install \
+             libpinframe with bindings/c/install.sh or use `pip install ./bindings/python`)"
+        )));
+    }
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("BUFFER_PROTOCOL", cfg!(any(not(Py_LIMITED_API), Py_3_11)))?;
