@@ -189,7 +189,8 @@ fn import_recognises_memfd_and_rejects_other_fds() {
     let t = shm(4096);
     let fd = t.fd().unwrap();
     let layout = ImageLayout::new(64, 64, PixelFormat::Grey).unwrap();
-    let imported = Tensor::<u8>::import(fd, layout).unwrap();
+    // SAFETY: this test is the buffer's only holder and takes no views below.
+    let imported = unsafe { Tensor::<u8>::import(fd, layout) }.unwrap();
     assert_eq!(imported.memory(), Memory::Shm);
     assert_ne!(
         imported.fd().unwrap().as_raw_fd(),
@@ -199,7 +200,8 @@ fn import_recognises_memfd_and_rejects_other_fds() {
 
     let too_big = ImageLayout::new(64, 65, PixelFormat::Grey).unwrap();
     assert!(matches!(
-        Tensor::<u8>::import(fd, too_big),
+        // SAFETY: refused before a tensor exists.
+        unsafe { Tensor::<u8>::import(fd, too_big) },
         Err(Error::BufferTooSmall {
             needed: 4160,
             actual: 4096,
@@ -209,10 +211,13 @@ fn import_recognises_memfd_and_rejects_other_fds() {
 
     let mut file = tempfile_in_target();
     file.write_all(&[0u8; 4096]).unwrap();
-    let e = Tensor::<u8>::import(
-        file.as_fd(),
-        ImageLayout::new(8, 8, PixelFormat::Grey).unwrap(),
-    )
+    // SAFETY: refused (a regular file) before a tensor exists.
+    let e = unsafe {
+        Tensor::<u8>::import(
+            file.as_fd(),
+            ImageLayout::new(8, 8, PixelFormat::Grey).unwrap(),
+        )
+    }
     .unwrap_err();
     assert!(matches!(e, Error::InvalidFd(_)), "{e}");
     assert!(
@@ -222,10 +227,13 @@ fn import_recognises_memfd_and_rejects_other_fds() {
 
     let (r, _w) = nix::unistd::pipe().unwrap();
     assert!(matches!(
-        Tensor::<u8>::import(
-            r.as_fd(),
-            ImageLayout::new(1, 1, PixelFormat::Grey).unwrap()
-        ),
+        // SAFETY: refused (a pipe) before a tensor exists.
+        unsafe {
+            Tensor::<u8>::import(
+                r.as_fd(),
+                ImageLayout::new(1, 1, PixelFormat::Grey).unwrap(),
+            )
+        },
         Err(Error::InvalidFd(_))
     ));
 }
@@ -243,9 +251,80 @@ fn import_of_a_closed_fd_is_an_error() {
     // SAFETY: borrowing a closed fd number is exactly the bad input under test; import
     // only tries to dup it, which fails with EBADF, and never closes it.
     let closed = unsafe { BorrowedFd::borrow_raw(raw) };
-    let e = Tensor::<u8>::import(closed, ImageLayout::new(1, 1, PixelFormat::Grey).unwrap())
-        .unwrap_err();
+    // SAFETY: refused (a closed fd) before a tensor exists.
+    let e =
+        unsafe { Tensor::<u8>::import(closed, ImageLayout::new(1, 1, PixelFormat::Grey).unwrap()) }
+            .unwrap_err();
     assert!(e.to_string().contains("not open"), "{e}");
+}
+
+/// A memfd of `len` bytes created with `flags`, sealed with `seals` (none if empty).
+fn raw_memfd(
+    flags: nix::sys::memfd::MemFdCreateFlag,
+    len: i64,
+    seals: nix::fcntl::SealFlag,
+) -> std::os::fd::OwnedFd {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let fd = nix::sys::memfd::memfd_create(c"pinframe-test-raw", flags).unwrap();
+    nix::unistd::ftruncate(&fd, len).unwrap();
+    if !seals.is_empty() {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals)).unwrap();
+    }
+    fd
+}
+
+#[test]
+fn import_refuses_a_memfd_that_can_shrink() {
+    use nix::fcntl::SealFlag;
+    use nix::sys::memfd::MemFdCreateFlag;
+    let layout = ImageLayout::new(64, 64, PixelFormat::Grey).unwrap();
+    let sealable = MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING;
+    // No seal at all, and a memfd that can never be sealed.
+    for (flags, hint) in [
+        (sealable, "F_ADD_SEALS"),
+        (MemFdCreateFlag::MFD_CLOEXEC, "MFD_ALLOW_SEALING"),
+    ] {
+        let fd = raw_memfd(flags, 4096, SealFlag::empty());
+        // SAFETY: refused before a tensor exists.
+        let e = unsafe { Tensor::<u8>::import(fd.as_fd(), layout) }.unwrap_err();
+        assert_eq!(e.kind(), pinframe::ErrorKind::ImportRefused, "{e}");
+        assert!(matches!(e, Error::ImportRefused(_)), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("F_SEAL_SHRINK") && msg.contains(hint), "{msg}");
+    }
+    // Sealed against growth only: still refused (shrinking is what breaks a mapping).
+    let grow_only = raw_memfd(sealable, 4096, SealFlag::F_SEAL_GROW);
+    // SAFETY: refused before a tensor exists.
+    let e = unsafe { Tensor::<u8>::import(grow_only.as_fd(), layout) }.unwrap_err();
+    assert_eq!(e.kind(), pinframe::ErrorKind::ImportRefused, "{e}");
+
+    // With F_SEAL_SHRINK it imports, and the buffer really cannot shrink under the mapping.
+    let sealed = raw_memfd(sealable, 4096, SealFlag::F_SEAL_SHRINK);
+    // SAFETY: this test is the memfd's only holder and writes it only through `t`.
+    let mut t = unsafe { Tensor::<u8>::import(sealed.as_fd(), layout) }.unwrap();
+    assert_eq!(t.memory(), Memory::Shm);
+    t.map_mut().unwrap()[4095] = 7;
+    assert_eq!(
+        nix::unistd::ftruncate(&sealed, 0),
+        Err(nix::errno::Errno::EPERM)
+    );
+    assert_eq!(t.map().unwrap()[4095], 7);
+
+    // Every buffer of a multi-buffer image is checked, not only the first.
+    let y = raw_memfd(sealable, 64 * 4, SealFlag::F_SEAL_SHRINK);
+    let uv = raw_memfd(sealable, 64 * 2, SealFlag::empty());
+    let planes = [
+        Plane::new(0, 64),
+        Plane {
+            buffer: 1,
+            offset: 0,
+            stride: 64,
+        },
+    ];
+    let nv12 = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
+    // SAFETY: refused before a tensor exists.
+    let e = unsafe { Tensor::<u8>::import_planes(&[y.as_fd(), uv.as_fd()], nv12) }.unwrap_err();
+    assert_eq!(e.kind(), pinframe::ErrorKind::ImportRefused, "{e}");
 }
 
 #[test]
@@ -261,14 +340,17 @@ fn multi_buffer_import_of_nv12_in_two_memfds() {
         },
     ];
     let layout = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
-    let t = Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout).unwrap();
+    // SAFETY: `y` and `uv` are not written while `t`'s view below is alive.
+    let t = unsafe { Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout) }
+        .unwrap();
     assert_eq!(t.buffer_count(), 2);
     assert_eq!(t.map().unwrap().buffer_bytes(1).len(), 128);
     assert!(
         t.pin_host().is_err(),
         "multi-buffer tensors cannot be pinned as one window"
     );
-    assert!(Tensor::<u8>::import_planes(&[y.fd().unwrap()], layout).is_err());
+    // SAFETY: refused (one fd for two buffers) before a tensor exists.
+    assert!(unsafe { Tensor::<u8>::import_planes(&[y.fd().unwrap()], layout) }.is_err());
 }
 
 #[test]
@@ -279,13 +361,16 @@ fn write_sealed_memfd_imports_read_only() {
     nix::unistd::ftruncate(&fd, 4096).unwrap();
     fcntl(
         fd.as_raw_fd(),
-        FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_WRITE),
+        FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_SHRINK),
     )
     .unwrap();
-    let mut t = Tensor::<u8>::import(
-        fd.as_fd(),
-        ImageLayout::new(64, 64, PixelFormat::Grey).unwrap(),
-    )
+    // SAFETY: the memfd is write-sealed: nobody can write it.
+    let mut t = unsafe {
+        Tensor::<u8>::import(
+            fd.as_fd(),
+            ImageLayout::new(64, 64, PixelFormat::Grey).unwrap(),
+        )
+    }
     .unwrap();
     assert_eq!(t.map().unwrap()[0], 0);
     let e = t
@@ -309,8 +394,10 @@ fn child_writer() {
     let fd: i32 = fd.parse().unwrap();
     // SAFETY: the parent passed this fd, open and inherited, to this process.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    // SAFETY: the parent waits for this process to exit before it maps the memfd.
     let t =
-        Tensor::<u8>::import(fd, ImageLayout::new(4096, 1, PixelFormat::Grey).unwrap()).unwrap();
+        unsafe { Tensor::<u8>::import(fd, ImageLayout::new(4096, 1, PixelFormat::Grey).unwrap()) }
+            .unwrap();
     let mut t = t;
     let mut m = t.map_mut().unwrap();
     m[..11].copy_from_slice(b"from child!");

@@ -157,13 +157,17 @@ fn dma_imports_are_recognised_and_size_checked() {
     for route in routes() {
         let t = dma(&route, 64 * 64);
         let fd = t.fd().unwrap();
-        let ok =
-            Tensor::<u8>::import(fd, ImageLayout::new(64, 64, PixelFormat::Grey).unwrap()).unwrap();
+        // SAFETY: nothing writes the buffer while this test holds it (no views are taken).
+        let ok = unsafe {
+            Tensor::<u8>::import(fd, ImageLayout::new(64, 64, PixelFormat::Grey).unwrap())
+        }
+        .unwrap();
         assert_eq!(ok.memory(), Memory::Dma);
         let len = t.buffer_len(0).unwrap();
         let too_big = ImageLayout::new(64, (len / 64 + 1) as u32, PixelFormat::Grey).unwrap();
         assert!(matches!(
-            Tensor::<u8>::import(fd, too_big),
+            // SAFETY: refused (too small) before any view could exist.
+            unsafe { Tensor::<u8>::import(fd, too_big) },
             Err(pinframe::Error::BufferTooSmall { .. })
         ));
     }
@@ -270,7 +274,10 @@ fn vivid_exported_buffer_imports_and_reads_a_captured_frame() {
         fmt.stride as usize,
     )
     .unwrap();
-    let frame = Tensor::<u8>::import(exported[buf.index as usize].as_fd(), layout).unwrap();
+    // SAFETY: the buffer is dequeued (the driver does not write it until it is queued
+    // again, after the view below dropped); the driver's own mapping below is only read.
+    let frame =
+        unsafe { Tensor::<u8>::import(exported[buf.index as usize].as_fd(), layout) }.unwrap();
     assert_eq!(frame.memory(), Memory::Dma);
     {
         let m = frame.map().unwrap();

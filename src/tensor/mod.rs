@@ -318,14 +318,44 @@ impl<T: Element> Tensor<T> {
 
     /// Imports a dma-buf or memfd holding one image. The fd is duplicated (the caller
     /// keeps its own), recognised as a dma-buf or a memfd, and its size (`lseek(SEEK_END)`
-    /// for dma-bufs) checked against the layout. Anything else is an error.
-    pub fn import(fd: impl AsFd, layout: ImageLayout) -> Result<Self> {
-        Self::import_planes(&[fd.as_fd()], layout)
+    /// for dma-bufs) checked against the layout. A memfd must carry `F_SEAL_SHRINK`
+    /// (else [`Error::ImportRefused`]): a buffer truncated under a live mapping would turn
+    /// every access past the new end into a `SIGBUS`. Dma-bufs cannot change size. Anything
+    /// else is an error.
+    ///
+    /// # Safety
+    ///
+    /// An imported buffer has other holders pinframe cannot see: the exporter, devices
+    /// (a camera, a GPU), other processes, other tensors imported from the same fd. The
+    /// tensor's CPU views are Rust slices, so the caller promises Rust's aliasing rule for
+    /// them, as for a `memmap2::Mmap` of a file:
+    ///
+    /// - while a read view is alive (a [`MapGuard`] from [`map`](Tensor::map), or a slice
+    ///   from [`HostPin::as_slice`] over this tensor), nobody else writes the bytes it
+    ///   covers;
+    /// - while a [`MapGuardMut`] from [`map_mut`](Tensor::map_mut) is alive, nobody else
+    ///   reads or writes them.
+    ///
+    /// Writes by others between views are fine: that is the normal hand-over (a camera
+    /// fills the buffer while it is queued, a GPU renders into it, then the CPU maps it;
+    /// on dma-bufs the views' syncs keep caches right). Every element type accepts any bit
+    /// pattern, so a broken promise yields no invalid value, but views whose bytes change
+    /// under them are still undefined behaviour (the compiler may assume they do not). A
+    /// caller that cannot promise this must not take views: it reads through a pin's raw
+    /// address ([`HostPin::as_ptr`]) with its own synchronisation.
+    pub unsafe fn import(fd: impl AsFd, layout: ImageLayout) -> Result<Self> {
+        // SAFETY: the caller's contract, forwarded unchanged.
+        unsafe { Self::import_planes(&[fd.as_fd()], layout) }
     }
 
     /// Imports an image whose planes live in several buffers (`Plane::buffer` indexes `fds`),
-    /// e.g. V4L2's NV12M. All fds must be of the same kind.
-    pub fn import_planes(fds: &[BorrowedFd<'_>], layout: ImageLayout) -> Result<Self> {
+    /// e.g. V4L2's NV12M. All fds must be of the same kind, and memfds must carry
+    /// `F_SEAL_SHRINK` (see [`import`](Tensor::import)).
+    ///
+    /// # Safety
+    ///
+    /// As for [`import`](Tensor::import), for every buffer.
+    pub unsafe fn import_planes(fds: &[BorrowedFd<'_>], layout: ImageLayout) -> Result<Self> {
         check_dtype::<T>(&layout)?;
         if fds.len() != layout.buffer_count() {
             return Err(Error::InvalidLayout(format!(
@@ -346,6 +376,11 @@ impl<T: Element> Tensor<T> {
         }
         let sizes: Vec<usize> = owned.iter().map(|o| o.2).collect();
         layout.validate_buffers(&sizes)?;
+        if memory == Memory::Shm {
+            for (i, (fd, _, _)) in owned.iter().enumerate() {
+                shm::check_shrink_sealed(fd.as_fd(), fds[i].as_raw_fd())?;
+            }
+        }
         let buffers: Vec<_> = owned
             .into_iter()
             .map(|(fd, memory, size)| Arc::new(BufferStorage::from_fd(fd, size, memory, None)))
@@ -559,8 +594,11 @@ impl MappedView {
         let p = self.ptrs[buffer].expect("buffer index checked by caller");
         // SAFETY: p is the CPU address of a live buffer (the guard borrows the tensor, whose
         // Arc keeps it alive) and len is at most the buffer's size (extents are validated
-        // against buffer sizes). Writers need `&mut Tensor` (map_mut), so none exists while
-        // this shared guard lives; pin holders writing concurrently break HostPin's contract.
+        // against buffer sizes; the buffer cannot shrink: dma-bufs have a fixed size and
+        // memfds are shrink-sealed, ours at creation, imported ones checked by import).
+        // Writers through this tensor need `&mut Tensor` (map_mut), so none exists while
+        // this shared guard lives; pin holders writing concurrently break HostPin's
+        // contract, and other holders of an imported buffer break `Tensor::import`'s.
         unsafe { std::slice::from_raw_parts(p.as_ptr(), len) }
     }
 

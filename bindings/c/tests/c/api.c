@@ -373,6 +373,14 @@ static void fds_and_imports(void) {
   CHECK(tiny >= 0 && ftruncate(tiny, 100) == 0);
   FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_INVALID_INPUT, "buffer too small");
   close(tiny);
+  /* A memfd that can still shrink is refused (a truncation would SIGBUS the mapping). */
+  int unsealed = memfd_create("pinframe-api-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  CHECK(unsealed >= 0 && ftruncate(unsealed, 16 * 8 * 4) == 0);
+  FAILS(pinframe_tensor_import(unsealed, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED, "F_SEAL_SHRINK");
+  CHECK(fcntl(unsealed, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+  OK(pinframe_tensor_import(unsealed, &l, &b));
+  OK(pinframe_tensor_free(b));
+  close(unsealed);
   /* Bad layout. */
   pinframe_layout bad = l;
   bad.planes[0].stride = 10;

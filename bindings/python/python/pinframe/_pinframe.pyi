@@ -127,7 +127,12 @@ class Tensor:
     @staticmethod
     def with_layout(layout: ImageLayout, memory: Optional[MemoryName | str] = None) -> Tensor: ...
     @staticmethod
-    def import_fd(fd: Union[FdLike, Sequence[FdLike]], layout: ImageLayout) -> Tensor: ...
+    def import_fd(fd: Union[FdLike, Sequence[FdLike]], layout: ImageLayout) -> Tensor:
+        """Imports a dma-buf or memfd (duplicated). A memfd needs F_SEAL_SHRINK (else
+        ImportRefused). Aliasing rule: while a view of the tensor is alive (map(), a numpy
+        array, memoryview or DLPack capsule over it), nobody else writes the bytes it
+        covers; while a map_mut() view is alive, nobody else reads or writes them."""
+        ...
     @staticmethod
     def from_numpy(
         array: Any,
