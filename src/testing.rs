@@ -11,6 +11,13 @@ pub use crate::tensor::pin::live_cpu_mappings;
 
 pub use crate::tensor::guard::{cpu_mapping_guard_id, cpu_mapping_guard_waiters};
 
+pub use crate::tensor::dma::{DmaProbeFailures, dma_probe_failures};
+
+/// The memory of each of `tensor`'s buffers.
+pub fn buffer_memories<T: Element>(tensor: &Tensor<T>) -> Vec<crate::Memory> {
+    tensor.buffer_memories()
+}
+
 /// Sync ioctls issued on `tensor`'s buffer 0 so far, by phase and direction.
 pub fn dma_sync_counts<T: Element>(tensor: &Tensor<T>) -> SyncCounts {
     tensor.dma_sync_counts()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::tensor_checks;
 use pinframe::{
-    Access, DType, Error, HostPin, ImageLayout, Memory, PixelFormat, Plane, Tensor,
+    Access, DType, Error, HostPin, ImageLayout, Memory, MemoryRequest, PixelFormat, Plane, Tensor,
     with_cpu_mappings_excluded,
 };
 
@@ -122,10 +122,113 @@ fn image_tensors_get_layouts_and_shapes() {
     let t = Tensor::<u8>::image(64, 48, PixelFormat::Nv12, Some(Memory::Shm)).unwrap();
     assert_eq!(t.shape(), &[72, 64]);
     assert!(Tensor::<f32>::image(64, 48, PixelFormat::Nv12, None).is_err());
-    // Best available on a host without DMA memory: a memfd.
+}
+
+#[test]
+fn auto_memory_never_spends_dma_and_device_memory_prefers_it() {
+    // `None` (Auto) is CPU memory shareable by fd, wherever DMA memory exists (the VM runs
+    // this too, with a dma-heap, udmabuf and GBM).
     let t = Tensor::<u8>::image(16, 16, PixelFormat::Rgb, None).unwrap();
-    if !common::in_vm() && pinframe::tensor::render_nodes().is_empty() {
-        assert_eq!(t.memory(), Memory::Shm);
+    assert_eq!(t.memory(), Memory::Shm);
+    assert_eq!(t.layout().unwrap().planes()[0].stride, 48, "tight rows");
+    assert_eq!(
+        Tensor::<f32>::new(&[7], None).unwrap().memory(),
+        Memory::Shm
+    );
+    assert_eq!(
+        Tensor::<u8>::new(&[7], MemoryRequest::Auto)
+            .unwrap()
+            .memory(),
+        Memory::Shm
+    );
+    // Device: a dma-buf with 64-byte rows where one can be had, else the same memfd.
+    let d = Tensor::<u8>::image(16, 16, PixelFormat::Rgb, MemoryRequest::Device).unwrap();
+    let dma_here = Tensor::<u8>::new(&[4096], Memory::Dma).is_ok();
+    if dma_here {
+        assert_eq!(d.memory(), Memory::Dma);
+        assert_eq!(d.layout().unwrap().planes()[0].stride, 64);
+    } else {
+        assert_eq!(d.memory(), Memory::Shm);
+        assert_eq!(d.layout().unwrap().planes()[0].stride, 48);
+    }
+    // Requests parse from the names the bindings and the CLI use.
+    for (name, want) in [
+        ("auto", MemoryRequest::Auto),
+        ("device", MemoryRequest::Device),
+        ("dma", MemoryRequest::Only(Memory::Dma)),
+        ("memfd", MemoryRequest::Only(Memory::Shm)),
+    ] {
+        assert_eq!(name.parse::<MemoryRequest>().unwrap(), want);
+    }
+    let e = "gpu".parse::<MemoryRequest>().unwrap_err();
+    assert!(e.to_string().contains("auto, device"), "{e}");
+}
+
+#[test]
+fn every_buffer_of_a_multi_buffer_image_is_in_the_reported_memory() {
+    let planes = [
+        Plane::new(0, 64),
+        Plane {
+            buffer: 1,
+            offset: 0,
+            stride: 64,
+        },
+    ];
+    let nv12m = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
+    for request in [
+        MemoryRequest::Auto,
+        MemoryRequest::Device,
+        MemoryRequest::Only(Memory::Heap),
+        MemoryRequest::Only(Memory::Shm),
+    ] {
+        let t = Tensor::<u8>::with_layout(nv12m, request).unwrap();
+        assert_eq!(t.buffer_count(), 2);
+        let memories = pinframe::testing::buffer_memories(&t);
+        assert_eq!(memories, vec![t.memory(); 2], "{request}");
+        // An fd for every buffer of an fd-backed image, none for the heap.
+        let fds = (0..2).filter(|&i| t.buffer_fd(i).is_some()).count();
+        assert_eq!(fds, if t.memory() == Memory::Heap { 0 } else { 2 });
+    }
+}
+
+#[test]
+fn failed_dma_probes_are_remembered_not_repeated_per_tensor() {
+    use pinframe::testing::dma_probe_failures;
+    // The first DMA allocation in this process probes every route it needs; whatever
+    // failed then (a heap that does not exist, no /dev/udmabuf, no GBM device) is not
+    // probed again. Two warm-up attempts: another test thread's first probe may be in
+    // flight during the first.
+    for _ in 0..2 {
+        let _ = Tensor::<u8>::new(&[4096], Memory::Dma);
+        let _ = Tensor::<u8>::image(16, 16, PixelFormat::Rgb, MemoryRequest::Device);
+    }
+    let after_first = dma_probe_failures();
+    let mut last = None;
+    for _ in 0..20 {
+        last = Some(Tensor::<u8>::new(&[4096], Memory::Dma));
+        let _ = Tensor::<u8>::with_layout(
+            ImageLayout::new(16, 16, PixelFormat::Rgb).unwrap(),
+            MemoryRequest::Device,
+        );
+    }
+    assert_eq!(
+        dma_probe_failures(),
+        after_first,
+        "a failed probe was repeated"
+    );
+    match last.unwrap() {
+        Ok(t) => assert_eq!(t.memory(), Memory::Dma),
+        Err(e) => {
+            // Every route still named, each with its remembered reason.
+            let msg = e.to_string();
+            assert!(matches!(e, Error::MemoryUnavailable { .. }), "{msg}");
+            for route in ["/dev/dma_heap/system", "/dev/udmabuf", "GBM"] {
+                assert!(msg.contains(route), "{route} missing from: {msg}");
+            }
+            assert!(msg.contains("remembered"), "{msg}");
+            let f = after_first;
+            assert!(f.heap >= 1 && f.udmabuf == 1 && f.gbm <= 1, "{f:?}");
+        }
     }
 }
 

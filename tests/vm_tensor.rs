@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use common::skip_unless_vm;
 use common::tensor_checks;
 use pinframe::tensor::DmaRoute;
-use pinframe::{Access, ImageLayout, Memory, PixelFormat, Tensor};
+use pinframe::{Access, ImageLayout, Memory, MemoryRequest, PixelFormat, Tensor};
 
 /// The three allocation routes the guest has.
 fn routes() -> Vec<DmaRoute> {
@@ -52,13 +52,29 @@ fn every_route_allocates_maps_pins_and_reimports() {
 
 #[test]
 #[ignore = "VM lane: runs in the guest via scripts/vm-test"]
-fn best_available_memory_is_dma_in_the_guest() {
-    if skip_unless_vm("best_available_memory_is_dma_in_the_guest") {
+fn device_memory_is_dma_in_the_guest_and_auto_is_not() {
+    if skip_unless_vm("device_memory_is_dma_in_the_guest_and_auto_is_not") {
         return;
     }
-    let t = Tensor::<f32>::image(640, 640, PixelFormat::PlanarRgb, None).unwrap();
+    let t = Tensor::<f32>::image(640, 640, PixelFormat::PlanarRgb, MemoryRequest::Device).unwrap();
     assert_eq!(t.memory(), Memory::Dma);
     assert_eq!(t.layout().unwrap().planes()[0].stride % 64, 0);
+    // A multi-buffer image in device memory: every buffer a dma-buf.
+    let planes = [
+        pinframe::Plane::new(0, 64),
+        pinframe::Plane {
+            buffer: 1,
+            offset: 0,
+            stride: 64,
+        },
+    ];
+    let nv12m =
+        ImageLayout::with_planes(64, 4, PixelFormat::Nv12, pinframe::DType::U8, &planes).unwrap();
+    let t = Tensor::<u8>::with_layout(nv12m, MemoryRequest::Device).unwrap();
+    assert_eq!(pinframe::testing::buffer_memories(&t), vec![Memory::Dma; 2]);
+    // `None` does not take DMA memory even where it is plentiful.
+    let t = Tensor::<f32>::image(640, 640, PixelFormat::PlanarRgb, None).unwrap();
+    assert_eq!(t.memory(), Memory::Shm);
     let t = Tensor::<u8>::new(&[16], Some(Memory::Dma)).unwrap();
     assert_eq!(t.dma_route(), Some(&DmaRoute::Heap("system".into())));
 }

@@ -7,7 +7,8 @@
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use nix::fcntl::SealFlag;
 
@@ -61,6 +62,69 @@ struct DrmGemClose {
 }
 nix::ioctl_write_ptr!(drm_ioctl_gem_close, b'd', 0x09, DrmGemClose);
 
+/// Allocation routes found unusable in this process, each with why: a dma-heap or
+/// `/dev/udmabuf` that does not open, or no DRM node that yields a GBM device. Probing again
+/// per tensor would repeat the same failing opens (and, for GBM, load a DRI driver per node
+/// each time), and a running system's device nodes do not come and go. An allocation that
+/// fails on a route that did open (a CMA pool exhausted for now, a size a route refuses)
+/// is not remembered: it may succeed later or at another size.
+struct Unavailable {
+    heaps: Mutex<Vec<(String, String)>>,
+    udmabuf: OnceLock<String>,
+    #[cfg_attr(not(feature = "gbm"), allow(dead_code))]
+    gbm: OnceLock<String>,
+}
+
+static UNAVAILABLE: Unavailable = Unavailable {
+    heaps: Mutex::new(Vec::new()),
+    udmabuf: OnceLock::new(),
+    gbm: OnceLock::new(),
+};
+
+/// Probes that ran and failed, per route kind (heap, udmabuf, GBM). With failures
+/// remembered, each route counts once however many tensors are allocated afterwards.
+static FAILED_PROBES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+const PROBE_HEAP: usize = 0;
+const PROBE_UDMABUF: usize = 1;
+#[cfg_attr(not(feature = "gbm"), allow(dead_code))]
+const PROBE_GBM: usize = 2;
+
+fn remembered(why: &str) -> String {
+    format!("{why} (remembered from the first attempt in this process)")
+}
+
+/// Records that a route's probe failed (counted every time one runs) and that the route
+/// is unusable; returns `why` for the error message.
+fn remember(slot: &OnceLock<String>, probe: usize, why: String) -> String {
+    FAILED_PROBES[probe].fetch_add(1, Ordering::Relaxed);
+    let _ = slot.set(why.clone());
+    why
+}
+
+/// Failed DMA allocation probes so far, per route kind (a test hook: proves a failed
+/// probe is not repeated per tensor).
+#[cfg(feature = "testing")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DmaProbeFailures {
+    /// Dma-heaps that did not open.
+    pub heap: u64,
+    /// `/dev/udmabuf` not opening.
+    pub udmabuf: u64,
+    /// GBM with no usable DRM device.
+    pub gbm: u64,
+}
+
+/// The failed DMA allocation probes this process made (each remembered, never repeated).
+#[cfg(feature = "testing")]
+pub fn dma_probe_failures() -> DmaProbeFailures {
+    let v = |i: usize| FAILED_PROBES[i].load(Ordering::Relaxed);
+    DmaProbeFailures {
+        heap: v(PROBE_HEAP),
+        udmabuf: v(PROBE_UDMABUF),
+        gbm: v(PROBE_GBM),
+    }
+}
+
 /// Which route produced a self-allocated dma-buf.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -103,10 +167,9 @@ pub(crate) fn allocate(len: usize) -> Result<(OwnedFd, DmaRoute)> {
         .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
     let mut tried = Vec::new();
     for name in dma_heap_order() {
-        let path = format!("/dev/dma_heap/{name}");
-        match alloc_from_heap(&path, len) {
+        match alloc_from_heap(&name, len) {
             Ok(fd) => return Ok((fd, DmaRoute::Heap(name))),
-            Err(e) => tried.push(format!("{path}: {e}")),
+            Err(e) => tried.push(format!("/dev/dma_heap/{name}: {e}")),
         }
     }
     match alloc_udmabuf(len) {
@@ -130,9 +193,7 @@ pub(crate) fn allocate_via(len: usize, route: &DmaRoute) -> Result<(OwnedFd, Dma
         .checked_next_multiple_of(page_size())
         .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
     let result = match route {
-        DmaRoute::Heap(name) => {
-            alloc_from_heap(&format!("/dev/dma_heap/{name}"), len).map(|fd| (fd, route.clone()))
-        }
+        DmaRoute::Heap(name) => alloc_from_heap(name, len).map(|fd| (fd, route.clone())),
         DmaRoute::Udmabuf => alloc_udmabuf(len).map(|fd| (fd, DmaRoute::Udmabuf)),
         DmaRoute::Gbm(_) => alloc_gbm(len).map(|(fd, node)| (fd, DmaRoute::Gbm(node))),
     };
@@ -150,12 +211,25 @@ fn describe_open_error(e: &std::io::Error) -> String {
     }
 }
 
-fn alloc_from_heap(path: &str, len: usize) -> std::result::Result<OwnedFd, String> {
-    let heap = OpenOptions::new()
+fn alloc_from_heap(name: &str, len: usize) -> std::result::Result<OwnedFd, String> {
+    let mut known = UNAVAILABLE.heaps.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, why)) = known.iter().find(|(n, _)| n == name) {
+        return Err(remembered(why));
+    }
+    let heap = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| describe_open_error(&e))?;
+        .open(format!("/dev/dma_heap/{name}"))
+    {
+        Ok(f) => f,
+        Err(e) => {
+            let why = describe_open_error(&e);
+            known.push((name.to_string(), why.clone()));
+            FAILED_PROBES[PROBE_HEAP].fetch_add(1, Ordering::Relaxed);
+            return Err(why);
+        }
+    };
+    drop(known);
     let mut data = DmaHeapAllocationData {
         len: len as u64,
         fd: 0,
@@ -170,12 +244,15 @@ fn alloc_from_heap(path: &str, len: usize) -> std::result::Result<OwnedFd, Strin
 }
 
 fn alloc_udmabuf(len: usize) -> std::result::Result<OwnedFd, String> {
+    if let Some(why) = UNAVAILABLE.udmabuf.get() {
+        return Err(remembered(why));
+    }
     let dev = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_CLOEXEC)
         .open("/dev/udmabuf")
-        .map_err(|e| describe_open_error(&e))?;
+        .map_err(|e| remember(&UNAVAILABLE.udmabuf, PROBE_UDMABUF, describe_open_error(&e)))?;
     let memfd =
         super::shm::create_memfd(c"pinframe-udmabuf", len, false).map_err(|e| e.to_string())?;
     // udmabuf requires F_SEAL_SHRINK (the pages must not go away) and forbids F_SEAL_WRITE.
@@ -238,14 +315,21 @@ fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
             Ok(fd) => return Ok((fd, node.clone())),
             Err(e) => errors.push(format!("{node}: {e}")),
         }
+    } else if let Some(why) = UNAVAILABLE.gbm.get() {
+        return Err(remembered(why));
     }
     // Render nodes first (what GPUs allocate on); then primary nodes, because drivers
     // whose GBM allocates dumb buffers (vgem, simple display controllers) only allow
     // those on the primary node (EACCES on the render node).
     let nodes: Vec<String> = render_nodes().into_iter().chain(primary_nodes()).collect();
     if nodes.is_empty() {
-        return Err("no DRM device in /dev/dri".into());
+        return Err(remember(
+            &UNAVAILABLE.gbm,
+            PROBE_GBM,
+            "no DRM device in /dev/dri".into(),
+        ));
     }
+    let mut any_device = cached.is_some();
     for node in nodes {
         let file = match OpenOptions::new()
             .read(true)
@@ -266,6 +350,7 @@ fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
                 continue;
             }
         };
+        any_device = true;
         match gbm_export(&device, height) {
             Ok(fd) => {
                 *cached = Some((device, node.clone()));
@@ -274,7 +359,12 @@ fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
             Err(e) => errors.push(format!("{node}: {e}")),
         }
     }
-    Err(errors.join(", "))
+    let errors = errors.join(", ");
+    if any_device {
+        // A device opened but refused this buffer: another size may work.
+        return Err(errors);
+    }
+    Err(remember(&UNAVAILABLE.gbm, PROBE_GBM, errors))
 }
 
 /// Allocates a linear buffer 1024 ARGB pixels wide and exports it as a writable dma-buf.

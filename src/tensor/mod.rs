@@ -1,6 +1,6 @@
 //! Tensors over heap, memfd or DMA-BUF memory, with map guards, host pins and cache sync.
 
-mod dma;
+pub(crate) mod dma;
 pub mod guard;
 mod heap;
 pub(crate) mod pin;
@@ -74,6 +74,93 @@ impl FromStr for Memory {
     }
 }
 
+/// Which memory a tensor constructor allocates: what their `memory` argument takes.
+/// `None`, `Some(memory)` and a bare [`Memory`] convert into it, so
+/// `Tensor::new(&shape, None)` and `Tensor::new(&shape, Some(Memory::Dma))` read as before.
+///
+/// | request | tries, in order | for |
+/// | --- | --- | --- |
+/// | [`Auto`](MemoryRequest::Auto) (`None`) | Shm, Heap | tensors only the CPU touches (the CPU backend's destinations, scratch) |
+/// | [`Device`](MemoryRequest::Device) | Dma, Shm, Heap | tensors a GPU, NPU or camera should reach without a copy (GL destinations, runtime inputs) |
+/// | [`Only(m)`](MemoryRequest::Only) (`Some(m)`) | `m` | exactly that kind: an error naming every route tried if it cannot be had |
+///
+/// `Auto` never takes DMA memory: on many boards a dma-buf comes from a small CMA pool the
+/// camera, display and NPU need, and a tensor nothing but the CPU touches should not spend
+/// it. A fallback (Device without DMA memory) is logged at debug level; the tensor's
+/// [`memory`](Tensor::memory) says what it got, and every buffer of a multi-buffer image
+/// is in that memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MemoryRequest {
+    /// CPU memory another process can map by fd (a memfd), else the heap.
+    #[default]
+    Auto,
+    /// The best memory devices can use without a copy: a dma-buf, else a memfd, else the
+    /// heap.
+    Device,
+    /// Exactly this kind of memory.
+    Only(Memory),
+}
+
+impl MemoryRequest {
+    /// The kinds tried, in order.
+    fn order(self) -> &'static [Memory] {
+        match self {
+            MemoryRequest::Auto => &[Memory::Shm, Memory::Heap],
+            MemoryRequest::Device => &[Memory::Dma, Memory::Shm, Memory::Heap],
+            MemoryRequest::Only(Memory::Heap) => &[Memory::Heap],
+            MemoryRequest::Only(Memory::Shm) => &[Memory::Shm],
+            MemoryRequest::Only(Memory::Dma) => &[Memory::Dma],
+        }
+    }
+
+    /// Lowercase name (`auto`, `device`, or the memory's own name).
+    pub const fn name(self) -> &'static str {
+        match self {
+            MemoryRequest::Auto => "auto",
+            MemoryRequest::Device => "device",
+            MemoryRequest::Only(m) => m.name(),
+        }
+    }
+}
+
+impl From<Memory> for MemoryRequest {
+    fn from(m: Memory) -> Self {
+        MemoryRequest::Only(m)
+    }
+}
+
+impl From<Option<Memory>> for MemoryRequest {
+    fn from(m: Option<Memory>) -> Self {
+        m.map_or(MemoryRequest::Auto, MemoryRequest::Only)
+    }
+}
+
+impl fmt::Display for MemoryRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for MemoryRequest {
+    type Err = Error;
+    /// `auto`, `device`, or a [`Memory`] name (`heap`, `shm`/`memfd`, `dma`).
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(MemoryRequest::Auto),
+            "device" => Ok(MemoryRequest::Device),
+            other => other
+                .parse::<Memory>()
+                .map(MemoryRequest::Only)
+                .map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "unknown memory {s:?}; expected auto, device, heap, shm or dma"
+                    ))
+                }),
+        }
+    }
+}
+
 /// The direction of a CPU access, for cache maintenance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
@@ -139,19 +226,18 @@ fn allocate_dma((fd, route): (OwnedFd, DmaRoute)) -> Result<Allocation> {
     })
 }
 
-/// Allocates with the requested memory, or the best available (Dma → Shm → Heap).
-fn allocate_best(len: usize, memory: Option<Memory>) -> Result<Allocation> {
-    if let Some(m) = memory {
-        return allocate(len, m);
-    }
+/// Allocates one buffer per entry of `lens`, all in the first kind of `request`'s order
+/// that can hold every one of them (never a mix: the tensor reports one memory). An
+/// explicit kind that fails is its own error; a fallback is logged at debug level.
+fn allocate_all(lens: &[usize], request: MemoryRequest) -> Result<Vec<Allocation>> {
     let mut last = None;
-    for m in [Memory::Dma, Memory::Shm, Memory::Heap] {
-        match allocate(len, m) {
-            Ok(a) => {
+    for &m in request.order() {
+        match lens.iter().map(|&len| allocate(len, m)).collect() {
+            Ok(all) => {
                 if let Some(e) = last {
-                    log::debug!("best-available memory fell back to {m}: {e}");
+                    log::debug!("{request} memory fell back to {m}: {e}");
                 }
-                return Ok(a);
+                return Ok(all);
             }
             Err(e) => last = Some(e),
         }
@@ -222,15 +308,19 @@ fn element_count(shape: &[usize]) -> Result<usize> {
 }
 
 impl<T: Element> Tensor<T> {
-    /// A zero-filled tensor of `shape` in `memory` (`None` = best available: Dma → Shm →
-    /// Heap). An explicit memory kind that cannot be allocated is an error naming every
-    /// route tried.
-    pub fn new(shape: &[usize], memory: Option<Memory>) -> Result<Self> {
+    /// A zero-filled tensor of `shape` in `memory` (see [`MemoryRequest`]: `None` = a
+    /// memfd, else the heap; [`MemoryRequest::Device`] = a dma-buf first). An explicit
+    /// memory kind that cannot be allocated is an error naming every route tried.
+    pub fn new(shape: &[usize], memory: impl Into<MemoryRequest>) -> Result<Self> {
+        Self::new_in(shape, memory.into())
+    }
+
+    fn new_in(shape: &[usize], memory: MemoryRequest) -> Result<Self> {
         let bytes = element_count(shape)?
             .checked_mul(size_of::<T>())
             .filter(|&b| b <= isize::MAX as usize)
             .ok_or_else(|| Error::InvalidShape(format!("shape {shape:?} overflows")))?;
-        let a = allocate_best(bytes, memory)?;
+        let a = allocate_all(&[bytes], memory)?.remove(0);
         Ok(Tensor {
             memory: a.storage.memory(),
             buffers: vec![a.storage],
@@ -262,46 +352,62 @@ impl<T: Element> Tensor<T> {
         })
     }
 
-    /// An image tensor of `T` elements. DMA images get rows aligned to
-    /// [`DMA_ROW_ALIGNMENT`] bytes; heap and memfd images are tightly packed.
+    /// An image tensor of `T` elements in `memory` (see [`MemoryRequest`]). DMA images get
+    /// rows aligned to [`DMA_ROW_ALIGNMENT`] bytes; heap and memfd images are tightly
+    /// packed.
     pub fn image(
         width: u32,
         height: u32,
         format: PixelFormat,
-        memory: Option<Memory>,
+        memory: impl Into<MemoryRequest>,
+    ) -> Result<Self> {
+        Self::image_in(width, height, format, memory.into())
+    }
+
+    fn image_in(
+        width: u32,
+        height: u32,
+        format: PixelFormat,
+        memory: MemoryRequest,
     ) -> Result<Self> {
         let aligned =
             || ImageLayout::with_row_alignment(width, height, format, T::DTYPE, DMA_ROW_ALIGNMENT);
         let tight = || ImageLayout::tight(width, height, format, T::DTYPE);
-        match memory {
-            Some(Memory::Dma) => Self::with_layout(aligned()?, Some(Memory::Dma)),
-            Some(m) => Self::with_layout(tight()?, Some(m)),
-            None => {
-                let aligned = aligned()?;
-                match Self::with_layout(aligned, Some(Memory::Dma)) {
-                    Ok(t) => Ok(t),
-                    Err(e) => {
-                        log::debug!("image tensor: no DMA memory ({e}); using shm or heap");
-                        let tight = tight()?;
-                        Self::with_layout(tight, Some(Memory::Shm))
-                            .or_else(|_| Self::with_layout(tight, Some(Memory::Heap)))
+        let mut last = None;
+        for &m in memory.order() {
+            let layout = if m == Memory::Dma {
+                aligned()?
+            } else {
+                tight()?
+            };
+            match Self::with_layout_in(layout, MemoryRequest::Only(m)) {
+                Ok(t) => {
+                    if let Some(e) = last {
+                        log::debug!("{memory} image tensor fell back to {m}: {e}");
                     }
+                    return Ok(t);
                 }
+                Err(e) => last = Some(e),
             }
         }
+        Err(last.unwrap_or_else(|| Error::InvalidArgument("no memory kind".into())))
     }
 
-    /// An image tensor with an explicit layout (strides, plane offsets, several buffers).
+    /// An image tensor with an explicit layout (strides, plane offsets, several buffers)
+    /// in `memory` (see [`MemoryRequest`]); every buffer is in the same kind of memory.
     /// The layout's element type must be `T`.
-    pub fn with_layout(layout: ImageLayout, memory: Option<Memory>) -> Result<Self> {
+    pub fn with_layout(layout: ImageLayout, memory: impl Into<MemoryRequest>) -> Result<Self> {
+        Self::with_layout_in(layout, memory.into())
+    }
+
+    fn with_layout_in(layout: ImageLayout, memory: MemoryRequest) -> Result<Self> {
         check_dtype::<T>(&layout)?;
-        let mut buffers = Vec::with_capacity(layout.buffer_count());
-        let mut route = None;
-        for b in 0..layout.buffer_count() {
-            let a = allocate_best(layout.allocation_len(b), memory)?;
-            route = route.or(a.route);
-            buffers.push(a.storage);
-        }
+        let lens: Vec<usize> = (0..layout.buffer_count())
+            .map(|b| layout.allocation_len(b))
+            .collect();
+        let allocations = allocate_all(&lens, memory)?;
+        let route = allocations.iter().find_map(|a| a.route.clone());
+        let buffers: Vec<_> = allocations.into_iter().map(|a| a.storage).collect();
         let extents = (0..layout.buffer_count())
             .map(|b| layout.required_len(b))
             .collect();
@@ -553,6 +659,12 @@ impl<T: Element> Tensor<T> {
             b.sync(SyncPhase::End, access)?;
         }
         Ok(())
+    }
+
+    /// The memory of each buffer (a test hook: all equal to `memory()`).
+    #[cfg(feature = "testing")]
+    pub(crate) fn buffer_memories(&self) -> Vec<Memory> {
+        self.buffers.iter().map(|b| b.memory()).collect()
     }
 
     /// Sync ioctls issued on buffer 0 so far, by phase and direction (a test hook).

@@ -402,7 +402,7 @@ typedef struct pinframe_tensor_info {
   size_t struct_size;
   // The element type, a `PINFRAME_DTYPE_*` value.
   pinframe_dtype dtype;
-  // Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO).
+  // Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO or DEVICE).
   pinframe_memory memory;
   // Number of dimensions.
   size_t ndim;
@@ -541,7 +541,8 @@ typedef uint32_t pinframe_access;
 // Three planes B, G, R (CHW).
 #define PINFRAME_FORMAT_PLANAR_BGR 17
 
-// The best available: DMA, else shared memory (memfd), else heap.
+// CPU memory shareable by fd: shared memory (memfd), else heap. Never DMA: a tensor
+// only the CPU touches does not spend a device's scarce CMA pool.
 #define PINFRAME_MEMORY_AUTO 0
 
 // Process heap, 64-byte aligned; no fd.
@@ -552,6 +553,11 @@ typedef uint32_t pinframe_access;
 
 // A DMA-BUF: shareable with devices without copies.
 #define PINFRAME_MEMORY_DMA 3
+
+// The best memory devices (GPU, NPU, camera) reach without a copy: DMA, else shared
+// memory (memfd), else heap. For GL destinations and runtime inputs. A request only:
+// a tensor's memory is never DEVICE.
+#define PINFRAME_MEMORY_DEVICE 4
 
 // The CPU reads.
 #define PINFRAME_ACCESS_READ 1
@@ -827,7 +833,8 @@ pinframe_status pinframe_processor_get_stats(const struct pinframe_processor *pr
 pinframe_status pinframe_processor_free(struct pinframe_processor *processor);
 
 // Makes a zero-filled tensor of `dtype` with `ndim` dimensions `shape[0..ndim]` in
-// `memory` (`PINFRAME_MEMORY_AUTO`: DMA, else memfd, else heap; an explicit kind that
+// `memory` (`PINFRAME_MEMORY_AUTO`: memfd, else heap; `PINFRAME_MEMORY_DEVICE`: DMA,
+// else memfd, else heap; an explicit kind that
 // cannot be allocated fails with `PINFRAME_ERROR_MEMORY_UNAVAILABLE`).
 //
 // Ownership: on success `*out` is a new tensor the caller frees with

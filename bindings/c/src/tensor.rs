@@ -405,7 +405,7 @@ pub struct pinframe_tensor_info {
     pub struct_size: usize,
     /// The element type, a `PINFRAME_DTYPE_*` value.
     pub dtype: pinframe_dtype,
-    /// Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO).
+    /// Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO or DEVICE).
     pub memory: pinframe_memory,
     /// Number of dimensions.
     pub ndim: usize,
@@ -422,7 +422,8 @@ pub struct pinframe_tensor_info {
 }
 
 /// Makes a zero-filled tensor of `dtype` with `ndim` dimensions `shape[0..ndim]` in
-/// `memory` (`PINFRAME_MEMORY_AUTO`: DMA, else memfd, else heap; an explicit kind that
+/// `memory` (`PINFRAME_MEMORY_AUTO`: memfd, else heap; `PINFRAME_MEMORY_DEVICE`: DMA,
+/// else memfd, else heap; an explicit kind that
 /// cannot be allocated fails with `PINFRAME_ERROR_MEMORY_UNAVAILABLE`).
 ///
 /// Ownership: on success `*out` is a new tensor the caller frees with

@@ -251,7 +251,9 @@ impl PyTensor {
     ///
     /// A zero-filled tensor of `shape` (a tuple of positive ints) in `memory`: "heap",
     /// "shm" (a sealed memfd another process can map) or "dma" (a DMA-BUF devices share);
-    /// None = the best available (dma, then shm, then heap). An explicit memory kind that
+    /// None or "auto" = shm, else heap (never dma: a tensor only the CPU touches does not
+    /// spend a device's CMA pool); "device" = the best memory devices reach (dma, then shm,
+    /// then heap), for GL destinations and runtime inputs. An explicit memory kind that
     /// cannot be allocated raises MemoryUnavailable naming every route tried.
     #[new]
     #[pyo3(signature = (shape, dtype = None, memory = None))]

@@ -240,3 +240,12 @@ def test_camera_errors():
     with pytest.raises(pinframe.InvalidInput, match="closed"):
         cam.next_frame()
     assert list(cam) == []  # a closed camera ends iteration
+
+
+def test_auto_memory_is_never_dma_and_device_prefers_it():
+    assert pinframe.Tensor((16,)).memory == "shm"
+    assert pinframe.Tensor((16,), memory="auto").memory == "shm"
+    device = pinframe.Tensor.image(16, 16, "rgb", memory="device").memory
+    assert device == ("dma" if has_dma() else "shm")
+    with pytest.raises(pinframe.InvalidInput, match="auto, device"):
+        pinframe.Tensor((16,), memory="gpu")

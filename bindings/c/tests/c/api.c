@@ -141,7 +141,11 @@ static void tensor_create_and_info(void) {
     OK(pinframe_tensor_create(d, &n, 1, PINFRAME_MEMORY_AUTO, &t));
     OK(pinframe_tensor_get_info(t, &info));
     CHECK(info.dtype == d);
-    CHECK(info.memory != PINFRAME_MEMORY_AUTO);
+    CHECK(info.memory == PINFRAME_MEMORY_SHM); /* AUTO never spends DMA memory */
+    OK(pinframe_tensor_free(t));
+    OK(pinframe_tensor_create(d, &n, 1, PINFRAME_MEMORY_DEVICE, &t));
+    OK(pinframe_tensor_get_info(t, &info));
+    CHECK(info.memory == PINFRAME_MEMORY_DMA || info.memory == PINFRAME_MEMORY_SHM);
     OK(pinframe_tensor_free(t));
   }
 
