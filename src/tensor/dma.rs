@@ -1,5 +1,9 @@
 //! DMA-BUF memory: allocation (dma-heap → udmabuf → GBM), detection, and PRIME attachment.
 //!
+//! PRIME import/export and GEM handles go through the `drm` crate. The dma-heap,
+//! udmabuf (and, in `sync.rs`, dma-buf sync) ioctls are declared here with nix's ioctl
+//! macros: no maintained crate covers them (`drm` is about DRM devices only).
+//!
 //! Heap order: `PINFRAME_DMA_HEAPS` (comma-separated heap names under `/dev/dma_heap/`)
 //! when set, else [`DEFAULT_DMA_HEAPS`]: contiguous CMA heaps first (what camera ISPs,
 //! display controllers and NPUs without an IOMMU need), then the system heap.
@@ -39,28 +43,18 @@ struct UdmabufCreate {
 const UDMABUF_FLAGS_CLOEXEC: u32 = 0x01;
 nix::ioctl_write_ptr!(udmabuf_create, b'u', 0x42, UdmabufCreate);
 
-#[repr(C)]
-struct DrmPrimeHandle {
-    handle: u32,
-    flags: u32,
-    fd: i32,
-}
-#[cfg(feature = "gbm")]
-nix::ioctl_readwrite!(drm_ioctl_prime_handle_to_fd, b'd', 0x2d, DrmPrimeHandle);
-nix::ioctl_readwrite!(drm_ioctl_prime_fd_to_handle, b'd', 0x2e, DrmPrimeHandle);
-/// `DRM_RDWR`: export a PRIME fd that can be mapped for writing.
-#[cfg(feature = "gbm")]
-const DRM_RDWR: u32 = libc::O_RDWR as u32;
-/// `DRM_CLOEXEC`.
-#[cfg(feature = "gbm")]
-const DRM_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
+/// A DRM device file, for the `drm` crate's PRIME and GEM calls (its traits are
+/// implemented on the caller's own type).
+struct Card<F: AsFd>(F);
 
-#[repr(C)]
-struct DrmGemClose {
-    handle: u32,
-    pad: u32,
+impl<F: AsFd> AsFd for Card<F> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
 }
-nix::ioctl_write_ptr!(drm_ioctl_gem_close, b'd', 0x09, DrmGemClose);
+
+impl<F: AsFd> drm::Device for Card<F> {}
+impl<F: AsFd> drm::control::Device for Card<F> {}
 
 /// Allocation routes found unusable in this process, each with why: a dma-heap or
 /// `/dev/udmabuf` that does not open, or no DRM node that yields a GBM device. Probing again
@@ -388,18 +382,13 @@ fn gbm_export(device: &gbm::Device<File>, height: u32) -> std::result::Result<Ow
         // SAFETY: reading the u32 member of the handle union, which is what DRM-backed GBM
         // devices fill in.
         let handle = unsafe { bo.handle().u32_ };
-        let mut arg = DrmPrimeHandle {
-            handle,
-            flags: DRM_RDWR | DRM_CLOEXEC,
-            fd: -1,
-        };
-        // SAFETY: `arg` is a valid drm_prime_handle for the call; the handle belongs to this
-        // device's fd.
-        unsafe { drm_ioctl_prime_handle_to_fd(device.as_fd().as_raw_fd(), &mut arg) }
-            .map_err(|e| format!("PRIME_HANDLE_TO_FD: {e}"))?;
-        // SAFETY: the ioctl returned a new dma-buf fd that nothing else owns. It holds its
-        // own reference to the buffer, so the bo may drop.
-        return Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) });
+        let handle = drm::control::from_u32::<drm::buffer::Handle>(handle)
+            .ok_or_else(|| "gbm_bo_get_handle returned GEM handle 0".to_string())?;
+        // The exported dma-buf holds its own reference to the buffer, so the bo may drop.
+        use drm::control::Device as _;
+        return Card(device.as_fd())
+            .buffer_to_prime_fd(handle, drm::RDWR | drm::CLOEXEC)
+            .map_err(|e| format!("PRIME_HANDLE_TO_FD: {e}"));
     }
     Err(last)
 }
@@ -410,8 +399,8 @@ fn alloc_gbm(_len: usize) -> std::result::Result<(OwnedFd, String), String> {
 }
 
 /// The process's shared render-node fd used for PRIME attachments, if any node opens.
-fn attach_device() -> Option<Arc<File>> {
-    static DEVICE: OnceLock<Option<Arc<File>>> = OnceLock::new();
+fn attach_device() -> Option<Arc<Card<File>>> {
+    static DEVICE: OnceLock<Option<Arc<Card<File>>>> = OnceLock::new();
     DEVICE
         .get_or_init(|| {
             render_nodes().into_iter().find_map(|node| {
@@ -421,7 +410,7 @@ fn attach_device() -> Option<Arc<File>> {
                     .custom_flags(libc::O_CLOEXEC)
                     .open(node)
                     .ok()
-                    .map(Arc::new)
+                    .map(|f| Arc::new(Card(f)))
             })
         })
         .clone()
@@ -431,8 +420,8 @@ fn attach_device() -> Option<Arc<File>> {
 /// attachment: CMA heaps only do cache maintenance in `DMA_BUF_IOCTL_SYNC` for attached
 /// buffers. The handle is closed when this drops.
 pub(crate) struct PrimeAttachment {
-    device: Arc<File>,
-    handle: u32,
+    device: Arc<Card<File>>,
+    handle: drm::buffer::Handle,
 }
 
 impl PrimeAttachment {
@@ -441,18 +430,11 @@ impl PrimeAttachment {
     /// DRM file, so attaching a buffer someone else also attached would let one close
     /// detach both.
     pub(crate) fn attach(fd: BorrowedFd<'_>) -> Option<Self> {
+        use drm::control::Device as _;
         let device = attach_device()?;
-        let mut arg = DrmPrimeHandle {
-            handle: 0,
-            flags: 0,
-            fd: fd.as_raw_fd(),
-        };
-        // SAFETY: `arg` is a valid drm_prime_handle for the duration of the call.
-        match unsafe { drm_ioctl_prime_fd_to_handle(device.as_raw_fd(), &mut arg) } {
-            Ok(_) => Some(PrimeAttachment {
-                device,
-                handle: arg.handle,
-            }),
+        // (The kernel never hands out GEM handle 0, which the crate's handle type excludes.)
+        match device.prime_fd_to_buffer(fd) {
+            Ok(handle) => Some(PrimeAttachment { device, handle }),
             Err(e) => {
                 log::debug!("PRIME attach of a dma-buf to the render node failed: {e}");
                 None
@@ -463,13 +445,9 @@ impl PrimeAttachment {
 
 impl Drop for PrimeAttachment {
     fn drop(&mut self) {
-        let arg = DrmGemClose {
-            handle: self.handle,
-            pad: 0,
-        };
-        // SAFETY: the handle was returned by PRIME_FD_TO_HANDLE on this device and is closed
-        // once, here.
-        if let Err(e) = unsafe { drm_ioctl_gem_close(self.device.as_raw_fd(), &arg) } {
+        use drm::control::Device as _;
+        // The handle came from PRIME_FD_TO_HANDLE on this device and is closed once, here.
+        if let Err(e) = self.device.close_buffer(self.handle) {
             log::warn!("DRM_IOCTL_GEM_CLOSE failed: {e}");
         }
     }
