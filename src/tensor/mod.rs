@@ -672,6 +672,12 @@ impl<T: Element> Tensor<T> {
     pub(crate) fn dma_sync_counts(&self) -> sync::SyncCounts {
         self.buffers[0].sync_counts()
     }
+
+    /// Syncs asked of buffer 0 so far, issued or not (a test hook).
+    #[cfg(feature = "testing")]
+    pub(crate) fn sync_requests(&self) -> sync::SyncCounts {
+        self.buffers[0].sync_requests()
+    }
 }
 
 fn check_dtype<T: Element>(layout: &ImageLayout) -> Result<()> {
