@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use pinframe::camera::{BufferMode, Camera, CameraConfig};
 use pinframe::{
-    Access, Backend, ConvertOptions, Error, Fit, ImageProcessor, PixelFormat, Result, Tensor,
+    Access, Backend, ConvertOptions, Error, Fit, ImageProcessor, MemoryRequest, PixelFormat,
+    Result, Tensor,
 };
 
 /// Destination size (a typical detector input).
@@ -121,7 +122,9 @@ fn run(args: &Args) -> Result<()> {
         Camera::synthetic(config)?
     };
 
-    let mut dst = Tensor::<f32>::image(SIDE, SIDE, PixelFormat::PlanarRgb, None)?;
+    // Device memory first: the GL backend renders into a dma-buf destination without a
+    // readback (the CPU backend writes any memory).
+    let mut dst = Tensor::<f32>::image(SIDE, SIDE, PixelFormat::PlanarRgb, MemoryRequest::Device)?;
     let pin = dst.pin_host()?;
     let mut proc = ImageProcessor::with_backend(args.backend)?;
     let options = ConvertOptions {

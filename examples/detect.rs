@@ -32,8 +32,8 @@ use clap::Parser;
 use pinframe::camera::{Camera, CameraConfig};
 use pinframe::runtime::litert::{Accelerator, CompiledModel, Environment, Model};
 use pinframe::{
-    Backend, ConvertInfo, ConvertOptions, Error, Fit, ImageProcessor, Memory, Normalize,
-    PixelFormat, Result, Tensor,
+    Backend, ConvertInfo, ConvertOptions, Error, Fit, ImageProcessor, Memory, MemoryRequest,
+    Normalize, PixelFormat, Result, Tensor,
 };
 
 #[derive(Parser)]
@@ -182,9 +182,11 @@ fn run(args: &Args) -> Result<()> {
     if args.frames == 0 {
         return Err(Error::InvalidArgument("--frames must be at least 1".into()));
     }
+    // `auto` here is device memory first: the runtime binds a dma-buf input without a
+    // copy (and an NPU delegate reads it directly).
     let memory = match args.memory.as_str() {
-        "auto" => None,
-        m => Some(m.parse::<Memory>()?),
+        "auto" => MemoryRequest::Device,
+        m => MemoryRequest::Only(m.parse::<Memory>()?),
     };
     let env = Environment::new()?;
     println!("LiteRT: {}", env.library_path().display());

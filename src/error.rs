@@ -63,8 +63,10 @@ pub enum Error {
     /// close the camera and open it again when the device is back.
     #[error("disconnected: {0}")]
     Disconnected(String),
-    /// A driver refused to import a buffer (an EGL image of a dma-buf, a runtime's
-    /// dma-buf tensor buffer). Use host memory or another allocation route.
+    /// A buffer was refused for import: by a driver (an EGL image of a dma-buf, a
+    /// runtime's dma-buf tensor buffer), or by pinframe (`Tensor::import` of a memfd
+    /// without `F_SEAL_SHRINK`). Use host memory or another allocation route, or make the
+    /// buffer importable as the message says.
     #[error("import refused: {0}")]
     ImportRefused(String),
     /// The device or its driver reported an error (a V4L2 stream error, a failed
@@ -119,7 +121,7 @@ pub enum Error {
 /// | [`AllBuffersHeld`](ErrorKind::AllBuffersHeld) | drop a frame you hold, then ask again |
 /// | [`Disconnected`](ErrorKind::Disconnected) | close; reopen when the device is back |
 /// | [`Device`](ErrorKind::Device) | the driver failed the stream: close and reopen |
-/// | [`ImportRefused`](ErrorKind::ImportRefused) | use other memory (host, another route) |
+/// | [`ImportRefused`](ErrorKind::ImportRefused) | use other memory (host, another route), or fix the buffer as the message says (seal a memfd) |
 /// | [`MemoryUnavailable`](ErrorKind::MemoryUnavailable) | ask for other memory, or free some |
 /// | [`Unsupported`](ErrorKind::Unsupported) | change the request (format, option, backend) |
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | fix the call (layout, shape, fd, argument) |
@@ -141,7 +143,7 @@ pub enum ErrorKind {
     AllBuffersHeld,
     /// The device went away.
     Disconnected,
-    /// A driver refused to import a buffer.
+    /// A driver, or pinframe's own checks (an unsealed memfd), refused to import a buffer.
     ImportRefused,
     /// A device, driver or GPU error.
     Device,

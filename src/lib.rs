@@ -24,7 +24,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
 pub use processor::{Backend, ImageProcessor, ProcessorStats};
 pub use tensor::{
-    Access, HostPin, MapGuard, MapGuardMut, Memory, Tensor, cpu_mapping_shared,
+    Access, HostPin, MapGuard, MapGuardMut, Memory, MemoryRequest, Tensor, cpu_mapping_shared,
     with_cpu_mappings_excluded,
 };
 

@@ -95,7 +95,8 @@ proptest! {
             let (row, rows) = plane_geometry(u64::from(w), u64::from(h), f, DType::U8, i);
             planes[i].offset as u64 + planes[i].stride as u64 * (rows - 1) + row <= buf_len as u64
         });
-        match Tensor::<u8>::import(memfd.fd().unwrap().as_fd(), layout) {
+        // SAFETY: only this test holds the memfd, and it writes it through no other view.
+        match unsafe { Tensor::<u8>::import(memfd.fd().unwrap().as_fd(), layout) } {
             Ok(t) => {
                 prop_assert!(fits);
                 let m = t.map().unwrap();

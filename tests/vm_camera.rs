@@ -376,7 +376,13 @@ fn thousand_frames_steady_state() {
         .with_fps(60);
     let mut cam = Camera::open(&path, config).unwrap();
     let mut gl = ImageProcessor::with_backend(Backend::Gl).unwrap();
-    let mut dst = Tensor::<f32>::image(64, 64, PixelFormat::PlanarRgb, None).unwrap();
+    let mut dst = Tensor::<f32>::image(
+        64,
+        64,
+        PixelFormat::PlanarRgb,
+        pinframe::MemoryRequest::Device,
+    )
+    .unwrap();
     let warmup = cam.buffer_count() * 2;
     for _ in 0..warmup {
         let frame = cam.next_frame().unwrap();

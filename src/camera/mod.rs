@@ -3,10 +3,10 @@
 //!
 //! ```no_run
 //! use pinframe::camera::{Camera, CameraConfig};
-//! use pinframe::{ImageProcessor, PixelFormat, Tensor, Memory, Access};
+//! use pinframe::{ImageProcessor, PixelFormat, Tensor, MemoryRequest, Access};
 //!
 //! let mut cam = Camera::open("/dev/video0", CameraConfig::new(1280, 720, PixelFormat::Yuyv))?;
-//! let mut dst = Tensor::<f32>::image(640, 640, PixelFormat::PlanarRgb, None)?;
+//! let mut dst = Tensor::<f32>::image(640, 640, PixelFormat::PlanarRgb, MemoryRequest::Device)?;
 //! let mut proc = ImageProcessor::new()?;
 //! for _ in 0..100 {
 //!     let frame = cam.next_frame()?;       // a dma-buf tensor with the driver's layout

@@ -493,7 +493,7 @@ fn import_target<T: Element>(
     let spec = ImportSpec {
         width: shape.width,
         height: shape.rows,
-        fourcc: crate::image::fourcc(b"AB24"),
+        fourcc: drm_fourcc::DrmFourcc::Abgr8888 as u32,
         offset: p0.offset,
         pitch: p0.stride,
         modifier: layout.modifier(),

@@ -220,24 +220,25 @@ impl PixelFormat {
     /// The DRM fourcc (`drm_fourcc.h`) describing this format as one image, if any.
     /// Packed RGB formats map by memory byte order (bytes R,G,B is `DRM_FORMAT_BGR888`).
     pub const fn drm_fourcc(self) -> Option<u32> {
+        use drm_fourcc::DrmFourcc as F;
         Some(match self {
-            PixelFormat::Yuyv => fourcc(b"YUYV"),
-            PixelFormat::Uyvy => fourcc(b"UYVY"),
-            PixelFormat::Yvyu => fourcc(b"YVYU"),
-            PixelFormat::Vyuy => fourcc(b"VYUY"),
-            PixelFormat::Nv12 => fourcc(b"NV12"),
-            PixelFormat::Nv21 => fourcc(b"NV21"),
-            PixelFormat::Nv16 => fourcc(b"NV16"),
-            PixelFormat::Nv61 => fourcc(b"NV61"),
-            PixelFormat::I420 => fourcc(b"YU12"),
-            PixelFormat::Yv12 => fourcc(b"YV12"),
-            PixelFormat::Grey => fourcc(b"R8  "),
-            PixelFormat::Rgb => fourcc(b"BG24"),
-            PixelFormat::Bgr => fourcc(b"RG24"),
-            PixelFormat::Rgba => fourcc(b"AB24"),
-            PixelFormat::Bgra => fourcc(b"AR24"),
+            PixelFormat::Yuyv => F::Yuyv,
+            PixelFormat::Uyvy => F::Uyvy,
+            PixelFormat::Yvyu => F::Yvyu,
+            PixelFormat::Vyuy => F::Vyuy,
+            PixelFormat::Nv12 => F::Nv12,
+            PixelFormat::Nv21 => F::Nv21,
+            PixelFormat::Nv16 => F::Nv16,
+            PixelFormat::Nv61 => F::Nv61,
+            PixelFormat::I420 => F::Yuv420,
+            PixelFormat::Yv12 => F::Yvu420,
+            PixelFormat::Grey => F::R8,
+            PixelFormat::Rgb => F::Bgr888,
+            PixelFormat::Bgr => F::Rgb888,
+            PixelFormat::Rgba => F::Abgr8888,
+            PixelFormat::Bgra => F::Argb8888,
             PixelFormat::PlanarRgb | PixelFormat::PlanarBgr => return None,
-        })
+        } as u32)
     }
 
     /// The single-buffer V4L2 fourcc (`videodev2.h`), if V4L2 has one.
@@ -353,5 +354,33 @@ mod tests {
             }
         }
         assert_eq!(fourcc_to_string(fourcc(b"NV12")), "NV12");
+    }
+
+    #[test]
+    fn drm_fourccs_are_drm_fourcc_h_codes() {
+        // The character codes of drm_fourcc.h, written out independently of the crate.
+        let want: [(PixelFormat, &[u8; 4]); 15] = [
+            (PixelFormat::Yuyv, b"YUYV"),
+            (PixelFormat::Uyvy, b"UYVY"),
+            (PixelFormat::Yvyu, b"YVYU"),
+            (PixelFormat::Vyuy, b"VYUY"),
+            (PixelFormat::Nv12, b"NV12"),
+            (PixelFormat::Nv21, b"NV21"),
+            (PixelFormat::Nv16, b"NV16"),
+            (PixelFormat::Nv61, b"NV61"),
+            (PixelFormat::I420, b"YU12"),
+            (PixelFormat::Yv12, b"YV12"),
+            (PixelFormat::Grey, b"R8  "),
+            // Memory byte order R,G,B is DRM's BGR888 (little-endian [23:0] B:G:R).
+            (PixelFormat::Rgb, b"BG24"),
+            (PixelFormat::Bgr, b"RG24"),
+            (PixelFormat::Rgba, b"AB24"),
+            (PixelFormat::Bgra, b"AR24"),
+        ];
+        for (f, code) in want {
+            assert_eq!(f.drm_fourcc(), Some(fourcc(code)), "{f}");
+            assert_eq!(PixelFormat::from_drm_fourcc(fourcc(code)), Some(f), "{f}");
+        }
+        assert_eq!(PixelFormat::PlanarRgb.drm_fourcc(), None);
     }
 }

@@ -1,5 +1,9 @@
 //! DMA-BUF memory: allocation (dma-heap → udmabuf → GBM), detection, and PRIME attachment.
 //!
+//! PRIME import/export and GEM handles go through the `drm` crate. The dma-heap,
+//! udmabuf (and, in `sync.rs`, dma-buf sync) ioctls are declared here with nix's ioctl
+//! macros: no maintained crate covers them (`drm` is about DRM devices only).
+//!
 //! Heap order: `PINFRAME_DMA_HEAPS` (comma-separated heap names under `/dev/dma_heap/`)
 //! when set, else [`DEFAULT_DMA_HEAPS`]: contiguous CMA heaps first (what camera ISPs,
 //! display controllers and NPUs without an IOMMU need), then the system heap.
@@ -7,7 +11,8 @@
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use nix::fcntl::SealFlag;
 
@@ -38,28 +43,81 @@ struct UdmabufCreate {
 const UDMABUF_FLAGS_CLOEXEC: u32 = 0x01;
 nix::ioctl_write_ptr!(udmabuf_create, b'u', 0x42, UdmabufCreate);
 
-#[repr(C)]
-struct DrmPrimeHandle {
-    handle: u32,
-    flags: u32,
-    fd: i32,
-}
-#[cfg(feature = "gbm")]
-nix::ioctl_readwrite!(drm_ioctl_prime_handle_to_fd, b'd', 0x2d, DrmPrimeHandle);
-nix::ioctl_readwrite!(drm_ioctl_prime_fd_to_handle, b'd', 0x2e, DrmPrimeHandle);
-/// `DRM_RDWR`: export a PRIME fd that can be mapped for writing.
-#[cfg(feature = "gbm")]
-const DRM_RDWR: u32 = libc::O_RDWR as u32;
-/// `DRM_CLOEXEC`.
-#[cfg(feature = "gbm")]
-const DRM_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
+/// A DRM device file, for the `drm` crate's PRIME and GEM calls (its traits are
+/// implemented on the caller's own type).
+struct Card<F: AsFd>(F);
 
-#[repr(C)]
-struct DrmGemClose {
-    handle: u32,
-    pad: u32,
+impl<F: AsFd> AsFd for Card<F> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
 }
-nix::ioctl_write_ptr!(drm_ioctl_gem_close, b'd', 0x09, DrmGemClose);
+
+impl<F: AsFd> drm::Device for Card<F> {}
+impl<F: AsFd> drm::control::Device for Card<F> {}
+
+/// Allocation routes found unusable in this process, each with why: a dma-heap or
+/// `/dev/udmabuf` that does not open, or no DRM node that yields a GBM device. Probing again
+/// per tensor would repeat the same failing opens (and, for GBM, load a DRI driver per node
+/// each time), and a running system's device nodes do not come and go. An allocation that
+/// fails on a route that did open (a CMA pool exhausted for now, a size a route refuses)
+/// is not remembered: it may succeed later or at another size.
+struct Unavailable {
+    heaps: Mutex<Vec<(String, String)>>,
+    udmabuf: OnceLock<String>,
+    #[cfg_attr(not(feature = "gbm"), allow(dead_code))]
+    gbm: OnceLock<String>,
+}
+
+static UNAVAILABLE: Unavailable = Unavailable {
+    heaps: Mutex::new(Vec::new()),
+    udmabuf: OnceLock::new(),
+    gbm: OnceLock::new(),
+};
+
+/// Probes that ran and failed, per route kind (heap, udmabuf, GBM). With failures
+/// remembered, each route counts once however many tensors are allocated afterwards.
+static FAILED_PROBES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+const PROBE_HEAP: usize = 0;
+const PROBE_UDMABUF: usize = 1;
+#[cfg_attr(not(feature = "gbm"), allow(dead_code))]
+const PROBE_GBM: usize = 2;
+
+fn remembered(why: &str) -> String {
+    format!("{why} (remembered from the first attempt in this process)")
+}
+
+/// Records that a route's probe failed (counted every time one runs) and that the route
+/// is unusable; returns `why` for the error message.
+fn remember(slot: &OnceLock<String>, probe: usize, why: String) -> String {
+    FAILED_PROBES[probe].fetch_add(1, Ordering::Relaxed);
+    let _ = slot.set(why.clone());
+    why
+}
+
+/// Failed DMA allocation probes so far, per route kind (a test hook: proves a failed
+/// probe is not repeated per tensor).
+#[cfg(feature = "testing")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DmaProbeFailures {
+    /// Dma-heaps that did not open.
+    pub heap: u64,
+    /// `/dev/udmabuf` not opening.
+    pub udmabuf: u64,
+    /// GBM with no usable DRM device.
+    pub gbm: u64,
+}
+
+/// The failed DMA allocation probes this process made (each remembered, never repeated).
+#[cfg(feature = "testing")]
+pub fn dma_probe_failures() -> DmaProbeFailures {
+    let v = |i: usize| FAILED_PROBES[i].load(Ordering::Relaxed);
+    DmaProbeFailures {
+        heap: v(PROBE_HEAP),
+        udmabuf: v(PROBE_UDMABUF),
+        gbm: v(PROBE_GBM),
+    }
+}
 
 /// Which route produced a self-allocated dma-buf.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,10 +161,9 @@ pub(crate) fn allocate(len: usize) -> Result<(OwnedFd, DmaRoute)> {
         .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
     let mut tried = Vec::new();
     for name in dma_heap_order() {
-        let path = format!("/dev/dma_heap/{name}");
-        match alloc_from_heap(&path, len) {
+        match alloc_from_heap(&name, len) {
             Ok(fd) => return Ok((fd, DmaRoute::Heap(name))),
-            Err(e) => tried.push(format!("{path}: {e}")),
+            Err(e) => tried.push(format!("/dev/dma_heap/{name}: {e}")),
         }
     }
     match alloc_udmabuf(len) {
@@ -130,9 +187,7 @@ pub(crate) fn allocate_via(len: usize, route: &DmaRoute) -> Result<(OwnedFd, Dma
         .checked_next_multiple_of(page_size())
         .ok_or_else(|| Error::InvalidShape(format!("{len} bytes is too large")))?;
     let result = match route {
-        DmaRoute::Heap(name) => {
-            alloc_from_heap(&format!("/dev/dma_heap/{name}"), len).map(|fd| (fd, route.clone()))
-        }
+        DmaRoute::Heap(name) => alloc_from_heap(name, len).map(|fd| (fd, route.clone())),
         DmaRoute::Udmabuf => alloc_udmabuf(len).map(|fd| (fd, DmaRoute::Udmabuf)),
         DmaRoute::Gbm(_) => alloc_gbm(len).map(|(fd, node)| (fd, DmaRoute::Gbm(node))),
     };
@@ -150,12 +205,25 @@ fn describe_open_error(e: &std::io::Error) -> String {
     }
 }
 
-fn alloc_from_heap(path: &str, len: usize) -> std::result::Result<OwnedFd, String> {
-    let heap = OpenOptions::new()
+fn alloc_from_heap(name: &str, len: usize) -> std::result::Result<OwnedFd, String> {
+    let mut known = UNAVAILABLE.heaps.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, why)) = known.iter().find(|(n, _)| n == name) {
+        return Err(remembered(why));
+    }
+    let heap = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| describe_open_error(&e))?;
+        .open(format!("/dev/dma_heap/{name}"))
+    {
+        Ok(f) => f,
+        Err(e) => {
+            let why = describe_open_error(&e);
+            known.push((name.to_string(), why.clone()));
+            FAILED_PROBES[PROBE_HEAP].fetch_add(1, Ordering::Relaxed);
+            return Err(why);
+        }
+    };
+    drop(known);
     let mut data = DmaHeapAllocationData {
         len: len as u64,
         fd: 0,
@@ -170,12 +238,15 @@ fn alloc_from_heap(path: &str, len: usize) -> std::result::Result<OwnedFd, Strin
 }
 
 fn alloc_udmabuf(len: usize) -> std::result::Result<OwnedFd, String> {
+    if let Some(why) = UNAVAILABLE.udmabuf.get() {
+        return Err(remembered(why));
+    }
     let dev = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_CLOEXEC)
         .open("/dev/udmabuf")
-        .map_err(|e| describe_open_error(&e))?;
+        .map_err(|e| remember(&UNAVAILABLE.udmabuf, PROBE_UDMABUF, describe_open_error(&e)))?;
     let memfd =
         super::shm::create_memfd(c"pinframe-udmabuf", len, false).map_err(|e| e.to_string())?;
     // udmabuf requires F_SEAL_SHRINK (the pages must not go away) and forbids F_SEAL_WRITE.
@@ -238,14 +309,21 @@ fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
             Ok(fd) => return Ok((fd, node.clone())),
             Err(e) => errors.push(format!("{node}: {e}")),
         }
+    } else if let Some(why) = UNAVAILABLE.gbm.get() {
+        return Err(remembered(why));
     }
     // Render nodes first (what GPUs allocate on); then primary nodes, because drivers
     // whose GBM allocates dumb buffers (vgem, simple display controllers) only allow
     // those on the primary node (EACCES on the render node).
     let nodes: Vec<String> = render_nodes().into_iter().chain(primary_nodes()).collect();
     if nodes.is_empty() {
-        return Err("no DRM device in /dev/dri".into());
+        return Err(remember(
+            &UNAVAILABLE.gbm,
+            PROBE_GBM,
+            "no DRM device in /dev/dri".into(),
+        ));
     }
+    let mut any_device = cached.is_some();
     for node in nodes {
         let file = match OpenOptions::new()
             .read(true)
@@ -266,6 +344,7 @@ fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
                 continue;
             }
         };
+        any_device = true;
         match gbm_export(&device, height) {
             Ok(fd) => {
                 *cached = Some((device, node.clone()));
@@ -274,7 +353,12 @@ fn alloc_gbm(len: usize) -> std::result::Result<(OwnedFd, String), String> {
             Err(e) => errors.push(format!("{node}: {e}")),
         }
     }
-    Err(errors.join(", "))
+    let errors = errors.join(", ");
+    if any_device {
+        // A device opened but refused this buffer: another size may work.
+        return Err(errors);
+    }
+    Err(remember(&UNAVAILABLE.gbm, PROBE_GBM, errors))
 }
 
 /// Allocates a linear buffer 1024 ARGB pixels wide and exports it as a writable dma-buf.
@@ -298,18 +382,13 @@ fn gbm_export(device: &gbm::Device<File>, height: u32) -> std::result::Result<Ow
         // SAFETY: reading the u32 member of the handle union, which is what DRM-backed GBM
         // devices fill in.
         let handle = unsafe { bo.handle().u32_ };
-        let mut arg = DrmPrimeHandle {
-            handle,
-            flags: DRM_RDWR | DRM_CLOEXEC,
-            fd: -1,
-        };
-        // SAFETY: `arg` is a valid drm_prime_handle for the call; the handle belongs to this
-        // device's fd.
-        unsafe { drm_ioctl_prime_handle_to_fd(device.as_fd().as_raw_fd(), &mut arg) }
-            .map_err(|e| format!("PRIME_HANDLE_TO_FD: {e}"))?;
-        // SAFETY: the ioctl returned a new dma-buf fd that nothing else owns. It holds its
-        // own reference to the buffer, so the bo may drop.
-        return Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) });
+        let handle = drm::control::from_u32::<drm::buffer::Handle>(handle)
+            .ok_or_else(|| "gbm_bo_get_handle returned GEM handle 0".to_string())?;
+        // The exported dma-buf holds its own reference to the buffer, so the bo may drop.
+        use drm::control::Device as _;
+        return Card(device.as_fd())
+            .buffer_to_prime_fd(handle, drm::RDWR | drm::CLOEXEC)
+            .map_err(|e| format!("PRIME_HANDLE_TO_FD: {e}"));
     }
     Err(last)
 }
@@ -320,8 +399,8 @@ fn alloc_gbm(_len: usize) -> std::result::Result<(OwnedFd, String), String> {
 }
 
 /// The process's shared render-node fd used for PRIME attachments, if any node opens.
-fn attach_device() -> Option<Arc<File>> {
-    static DEVICE: OnceLock<Option<Arc<File>>> = OnceLock::new();
+fn attach_device() -> Option<Arc<Card<File>>> {
+    static DEVICE: OnceLock<Option<Arc<Card<File>>>> = OnceLock::new();
     DEVICE
         .get_or_init(|| {
             render_nodes().into_iter().find_map(|node| {
@@ -331,7 +410,7 @@ fn attach_device() -> Option<Arc<File>> {
                     .custom_flags(libc::O_CLOEXEC)
                     .open(node)
                     .ok()
-                    .map(Arc::new)
+                    .map(|f| Arc::new(Card(f)))
             })
         })
         .clone()
@@ -341,8 +420,8 @@ fn attach_device() -> Option<Arc<File>> {
 /// attachment: CMA heaps only do cache maintenance in `DMA_BUF_IOCTL_SYNC` for attached
 /// buffers. The handle is closed when this drops.
 pub(crate) struct PrimeAttachment {
-    device: Arc<File>,
-    handle: u32,
+    device: Arc<Card<File>>,
+    handle: drm::buffer::Handle,
 }
 
 impl PrimeAttachment {
@@ -351,18 +430,11 @@ impl PrimeAttachment {
     /// DRM file, so attaching a buffer someone else also attached would let one close
     /// detach both.
     pub(crate) fn attach(fd: BorrowedFd<'_>) -> Option<Self> {
+        use drm::control::Device as _;
         let device = attach_device()?;
-        let mut arg = DrmPrimeHandle {
-            handle: 0,
-            flags: 0,
-            fd: fd.as_raw_fd(),
-        };
-        // SAFETY: `arg` is a valid drm_prime_handle for the duration of the call.
-        match unsafe { drm_ioctl_prime_fd_to_handle(device.as_raw_fd(), &mut arg) } {
-            Ok(_) => Some(PrimeAttachment {
-                device,
-                handle: arg.handle,
-            }),
+        // (The kernel never hands out GEM handle 0, which the crate's handle type excludes.)
+        match device.prime_fd_to_buffer(fd) {
+            Ok(handle) => Some(PrimeAttachment { device, handle }),
             Err(e) => {
                 log::debug!("PRIME attach of a dma-buf to the render node failed: {e}");
                 None
@@ -373,13 +445,9 @@ impl PrimeAttachment {
 
 impl Drop for PrimeAttachment {
     fn drop(&mut self) {
-        let arg = DrmGemClose {
-            handle: self.handle,
-            pad: 0,
-        };
-        // SAFETY: the handle was returned by PRIME_FD_TO_HANDLE on this device and is closed
-        // once, here.
-        if let Err(e) = unsafe { drm_ioctl_gem_close(self.device.as_raw_fd(), &arg) } {
+        use drm::control::Device as _;
+        // The handle came from PRIME_FD_TO_HANDLE on this device and is closed once, here.
+        if let Err(e) = self.device.close_buffer(self.handle) {
             log::warn!("DRM_IOCTL_GEM_CLOSE failed: {e}");
         }
     }

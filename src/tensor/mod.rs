@@ -1,6 +1,6 @@
 //! Tensors over heap, memfd or DMA-BUF memory, with map guards, host pins and cache sync.
 
-mod dma;
+pub(crate) mod dma;
 pub mod guard;
 mod heap;
 pub(crate) mod pin;
@@ -74,6 +74,93 @@ impl FromStr for Memory {
     }
 }
 
+/// Which memory a tensor constructor allocates: what their `memory` argument takes.
+/// `None`, `Some(memory)` and a bare [`Memory`] convert into it, so
+/// `Tensor::new(&shape, None)` and `Tensor::new(&shape, Some(Memory::Dma))` read as before.
+///
+/// | request | tries, in order | for |
+/// | --- | --- | --- |
+/// | [`Auto`](MemoryRequest::Auto) (`None`) | Shm, Heap | tensors only the CPU touches (the CPU backend's destinations, scratch) |
+/// | [`Device`](MemoryRequest::Device) | Dma, Shm, Heap | tensors a GPU, NPU or camera should reach without a copy (GL destinations, runtime inputs) |
+/// | [`Only(m)`](MemoryRequest::Only) (`Some(m)`) | `m` | exactly that kind: an error naming every route tried if it cannot be had |
+///
+/// `Auto` never takes DMA memory: on many boards a dma-buf comes from a small CMA pool the
+/// camera, display and NPU need, and a tensor nothing but the CPU touches should not spend
+/// it. A fallback (Device without DMA memory) is logged at debug level; the tensor's
+/// [`memory`](Tensor::memory) says what it got, and every buffer of a multi-buffer image
+/// is in that memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MemoryRequest {
+    /// CPU memory another process can map by fd (a memfd), else the heap.
+    #[default]
+    Auto,
+    /// The best memory devices can use without a copy: a dma-buf, else a memfd, else the
+    /// heap.
+    Device,
+    /// Exactly this kind of memory.
+    Only(Memory),
+}
+
+impl MemoryRequest {
+    /// The kinds tried, in order.
+    fn order(self) -> &'static [Memory] {
+        match self {
+            MemoryRequest::Auto => &[Memory::Shm, Memory::Heap],
+            MemoryRequest::Device => &[Memory::Dma, Memory::Shm, Memory::Heap],
+            MemoryRequest::Only(Memory::Heap) => &[Memory::Heap],
+            MemoryRequest::Only(Memory::Shm) => &[Memory::Shm],
+            MemoryRequest::Only(Memory::Dma) => &[Memory::Dma],
+        }
+    }
+
+    /// Lowercase name (`auto`, `device`, or the memory's own name).
+    pub const fn name(self) -> &'static str {
+        match self {
+            MemoryRequest::Auto => "auto",
+            MemoryRequest::Device => "device",
+            MemoryRequest::Only(m) => m.name(),
+        }
+    }
+}
+
+impl From<Memory> for MemoryRequest {
+    fn from(m: Memory) -> Self {
+        MemoryRequest::Only(m)
+    }
+}
+
+impl From<Option<Memory>> for MemoryRequest {
+    fn from(m: Option<Memory>) -> Self {
+        m.map_or(MemoryRequest::Auto, MemoryRequest::Only)
+    }
+}
+
+impl fmt::Display for MemoryRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for MemoryRequest {
+    type Err = Error;
+    /// `auto`, `device`, or a [`Memory`] name (`heap`, `shm`/`memfd`, `dma`).
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(MemoryRequest::Auto),
+            "device" => Ok(MemoryRequest::Device),
+            other => other
+                .parse::<Memory>()
+                .map(MemoryRequest::Only)
+                .map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "unknown memory {s:?}; expected auto, device, heap, shm or dma"
+                    ))
+                }),
+        }
+    }
+}
+
 /// The direction of a CPU access, for cache maintenance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
@@ -139,19 +226,18 @@ fn allocate_dma((fd, route): (OwnedFd, DmaRoute)) -> Result<Allocation> {
     })
 }
 
-/// Allocates with the requested memory, or the best available (Dma → Shm → Heap).
-fn allocate_best(len: usize, memory: Option<Memory>) -> Result<Allocation> {
-    if let Some(m) = memory {
-        return allocate(len, m);
-    }
+/// Allocates one buffer per entry of `lens`, all in the first kind of `request`'s order
+/// that can hold every one of them (never a mix: the tensor reports one memory). An
+/// explicit kind that fails is its own error; a fallback is logged at debug level.
+fn allocate_all(lens: &[usize], request: MemoryRequest) -> Result<Vec<Allocation>> {
     let mut last = None;
-    for m in [Memory::Dma, Memory::Shm, Memory::Heap] {
-        match allocate(len, m) {
-            Ok(a) => {
+    for &m in request.order() {
+        match lens.iter().map(|&len| allocate(len, m)).collect() {
+            Ok(all) => {
                 if let Some(e) = last {
-                    log::debug!("best-available memory fell back to {m}: {e}");
+                    log::debug!("{request} memory fell back to {m}: {e}");
                 }
-                return Ok(a);
+                return Ok(all);
             }
             Err(e) => last = Some(e),
         }
@@ -222,15 +308,19 @@ fn element_count(shape: &[usize]) -> Result<usize> {
 }
 
 impl<T: Element> Tensor<T> {
-    /// A zero-filled tensor of `shape` in `memory` (`None` = best available: Dma → Shm →
-    /// Heap). An explicit memory kind that cannot be allocated is an error naming every
-    /// route tried.
-    pub fn new(shape: &[usize], memory: Option<Memory>) -> Result<Self> {
+    /// A zero-filled tensor of `shape` in `memory` (see [`MemoryRequest`]: `None` = a
+    /// memfd, else the heap; [`MemoryRequest::Device`] = a dma-buf first). An explicit
+    /// memory kind that cannot be allocated is an error naming every route tried.
+    pub fn new(shape: &[usize], memory: impl Into<MemoryRequest>) -> Result<Self> {
+        Self::new_in(shape, memory.into())
+    }
+
+    fn new_in(shape: &[usize], memory: MemoryRequest) -> Result<Self> {
         let bytes = element_count(shape)?
             .checked_mul(size_of::<T>())
             .filter(|&b| b <= isize::MAX as usize)
             .ok_or_else(|| Error::InvalidShape(format!("shape {shape:?} overflows")))?;
-        let a = allocate_best(bytes, memory)?;
+        let a = allocate_all(&[bytes], memory)?.remove(0);
         Ok(Tensor {
             memory: a.storage.memory(),
             buffers: vec![a.storage],
@@ -262,46 +352,62 @@ impl<T: Element> Tensor<T> {
         })
     }
 
-    /// An image tensor of `T` elements. DMA images get rows aligned to
-    /// [`DMA_ROW_ALIGNMENT`] bytes; heap and memfd images are tightly packed.
+    /// An image tensor of `T` elements in `memory` (see [`MemoryRequest`]). DMA images get
+    /// rows aligned to [`DMA_ROW_ALIGNMENT`] bytes; heap and memfd images are tightly
+    /// packed.
     pub fn image(
         width: u32,
         height: u32,
         format: PixelFormat,
-        memory: Option<Memory>,
+        memory: impl Into<MemoryRequest>,
+    ) -> Result<Self> {
+        Self::image_in(width, height, format, memory.into())
+    }
+
+    fn image_in(
+        width: u32,
+        height: u32,
+        format: PixelFormat,
+        memory: MemoryRequest,
     ) -> Result<Self> {
         let aligned =
             || ImageLayout::with_row_alignment(width, height, format, T::DTYPE, DMA_ROW_ALIGNMENT);
         let tight = || ImageLayout::tight(width, height, format, T::DTYPE);
-        match memory {
-            Some(Memory::Dma) => Self::with_layout(aligned()?, Some(Memory::Dma)),
-            Some(m) => Self::with_layout(tight()?, Some(m)),
-            None => {
-                let aligned = aligned()?;
-                match Self::with_layout(aligned, Some(Memory::Dma)) {
-                    Ok(t) => Ok(t),
-                    Err(e) => {
-                        log::debug!("image tensor: no DMA memory ({e}); using shm or heap");
-                        let tight = tight()?;
-                        Self::with_layout(tight, Some(Memory::Shm))
-                            .or_else(|_| Self::with_layout(tight, Some(Memory::Heap)))
+        let mut last = None;
+        for &m in memory.order() {
+            let layout = if m == Memory::Dma {
+                aligned()?
+            } else {
+                tight()?
+            };
+            match Self::with_layout_in(layout, MemoryRequest::Only(m)) {
+                Ok(t) => {
+                    if let Some(e) = last {
+                        log::debug!("{memory} image tensor fell back to {m}: {e}");
                     }
+                    return Ok(t);
                 }
+                Err(e) => last = Some(e),
             }
         }
+        Err(last.unwrap_or_else(|| Error::InvalidArgument("no memory kind".into())))
     }
 
-    /// An image tensor with an explicit layout (strides, plane offsets, several buffers).
+    /// An image tensor with an explicit layout (strides, plane offsets, several buffers)
+    /// in `memory` (see [`MemoryRequest`]); every buffer is in the same kind of memory.
     /// The layout's element type must be `T`.
-    pub fn with_layout(layout: ImageLayout, memory: Option<Memory>) -> Result<Self> {
+    pub fn with_layout(layout: ImageLayout, memory: impl Into<MemoryRequest>) -> Result<Self> {
+        Self::with_layout_in(layout, memory.into())
+    }
+
+    fn with_layout_in(layout: ImageLayout, memory: MemoryRequest) -> Result<Self> {
         check_dtype::<T>(&layout)?;
-        let mut buffers = Vec::with_capacity(layout.buffer_count());
-        let mut route = None;
-        for b in 0..layout.buffer_count() {
-            let a = allocate_best(layout.allocation_len(b), memory)?;
-            route = route.or(a.route);
-            buffers.push(a.storage);
-        }
+        let lens: Vec<usize> = (0..layout.buffer_count())
+            .map(|b| layout.allocation_len(b))
+            .collect();
+        let allocations = allocate_all(&lens, memory)?;
+        let route = allocations.iter().find_map(|a| a.route.clone());
+        let buffers: Vec<_> = allocations.into_iter().map(|a| a.storage).collect();
         let extents = (0..layout.buffer_count())
             .map(|b| layout.required_len(b))
             .collect();
@@ -318,14 +424,44 @@ impl<T: Element> Tensor<T> {
 
     /// Imports a dma-buf or memfd holding one image. The fd is duplicated (the caller
     /// keeps its own), recognised as a dma-buf or a memfd, and its size (`lseek(SEEK_END)`
-    /// for dma-bufs) checked against the layout. Anything else is an error.
-    pub fn import(fd: impl AsFd, layout: ImageLayout) -> Result<Self> {
-        Self::import_planes(&[fd.as_fd()], layout)
+    /// for dma-bufs) checked against the layout. A memfd must carry `F_SEAL_SHRINK`
+    /// (else [`Error::ImportRefused`]): a buffer truncated under a live mapping would turn
+    /// every access past the new end into a `SIGBUS`. Dma-bufs cannot change size. Anything
+    /// else is an error.
+    ///
+    /// # Safety
+    ///
+    /// An imported buffer has other holders pinframe cannot see: the exporter, devices
+    /// (a camera, a GPU), other processes, other tensors imported from the same fd. The
+    /// tensor's CPU views are Rust slices, so the caller promises Rust's aliasing rule for
+    /// them, as for a `memmap2::Mmap` of a file:
+    ///
+    /// - while a read view is alive (a [`MapGuard`] from [`map`](Tensor::map), or a slice
+    ///   from [`HostPin::as_slice`] over this tensor), nobody else writes the bytes it
+    ///   covers;
+    /// - while a [`MapGuardMut`] from [`map_mut`](Tensor::map_mut) is alive, nobody else
+    ///   reads or writes them.
+    ///
+    /// Writes by others between views are fine: that is the normal hand-over (a camera
+    /// fills the buffer while it is queued, a GPU renders into it, then the CPU maps it;
+    /// on dma-bufs the views' syncs keep caches right). Every element type accepts any bit
+    /// pattern, so a broken promise yields no invalid value, but views whose bytes change
+    /// under them are still undefined behaviour (the compiler may assume they do not). A
+    /// caller that cannot promise this must not take views: it reads through a pin's raw
+    /// address ([`HostPin::as_ptr`]) with its own synchronisation.
+    pub unsafe fn import(fd: impl AsFd, layout: ImageLayout) -> Result<Self> {
+        // SAFETY: the caller's contract, forwarded unchanged.
+        unsafe { Self::import_planes(&[fd.as_fd()], layout) }
     }
 
     /// Imports an image whose planes live in several buffers (`Plane::buffer` indexes `fds`),
-    /// e.g. V4L2's NV12M. All fds must be of the same kind.
-    pub fn import_planes(fds: &[BorrowedFd<'_>], layout: ImageLayout) -> Result<Self> {
+    /// e.g. V4L2's NV12M. All fds must be of the same kind, and memfds must carry
+    /// `F_SEAL_SHRINK` (see [`import`](Tensor::import)).
+    ///
+    /// # Safety
+    ///
+    /// As for [`import`](Tensor::import), for every buffer.
+    pub unsafe fn import_planes(fds: &[BorrowedFd<'_>], layout: ImageLayout) -> Result<Self> {
         check_dtype::<T>(&layout)?;
         if fds.len() != layout.buffer_count() {
             return Err(Error::InvalidLayout(format!(
@@ -346,6 +482,11 @@ impl<T: Element> Tensor<T> {
         }
         let sizes: Vec<usize> = owned.iter().map(|o| o.2).collect();
         layout.validate_buffers(&sizes)?;
+        if memory == Memory::Shm {
+            for (i, (fd, _, _)) in owned.iter().enumerate() {
+                shm::check_shrink_sealed(fd.as_fd(), fds[i].as_raw_fd())?;
+            }
+        }
         let buffers: Vec<_> = owned
             .into_iter()
             .map(|(fd, memory, size)| Arc::new(BufferStorage::from_fd(fd, size, memory, None)))
@@ -520,10 +661,22 @@ impl<T: Element> Tensor<T> {
         Ok(())
     }
 
+    /// The memory of each buffer (a test hook: all equal to `memory()`).
+    #[cfg(feature = "testing")]
+    pub(crate) fn buffer_memories(&self) -> Vec<Memory> {
+        self.buffers.iter().map(|b| b.memory()).collect()
+    }
+
     /// Sync ioctls issued on buffer 0 so far, by phase and direction (a test hook).
     #[cfg(feature = "testing")]
     pub(crate) fn dma_sync_counts(&self) -> sync::SyncCounts {
         self.buffers[0].sync_counts()
+    }
+
+    /// Syncs asked of buffer 0 so far, issued or not (a test hook).
+    #[cfg(feature = "testing")]
+    pub(crate) fn sync_requests(&self) -> sync::SyncCounts {
+        self.buffers[0].sync_requests()
     }
 }
 
@@ -559,8 +712,11 @@ impl MappedView {
         let p = self.ptrs[buffer].expect("buffer index checked by caller");
         // SAFETY: p is the CPU address of a live buffer (the guard borrows the tensor, whose
         // Arc keeps it alive) and len is at most the buffer's size (extents are validated
-        // against buffer sizes). Writers need `&mut Tensor` (map_mut), so none exists while
-        // this shared guard lives; pin holders writing concurrently break HostPin's contract.
+        // against buffer sizes; the buffer cannot shrink: dma-bufs have a fixed size and
+        // memfds are shrink-sealed, ours at creation, imported ones checked by import).
+        // Writers through this tensor need `&mut Tensor` (map_mut), so none exists while
+        // this shared guard lives; pin holders writing concurrently break HostPin's
+        // contract, and other holders of an imported buffer break `Tensor::import`'s.
         unsafe { std::slice::from_raw_parts(p.as_ptr(), len) }
     }
 

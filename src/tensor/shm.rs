@@ -46,3 +46,25 @@ pub(crate) fn is_memfd(fd: BorrowedFd<'_>) -> bool {
         .map(|p| p.to_string_lossy().starts_with("/memfd:"))
         .unwrap_or(false)
 }
+
+/// Refuses a memfd that can still shrink: truncating it under a live mapping turns every
+/// access past the new end into a `SIGBUS`, which no Rust view can guard against.
+/// `caller_fd` is the caller's fd number, for the message.
+pub(crate) fn check_shrink_sealed(fd: BorrowedFd<'_>, caller_fd: i32) -> Result<()> {
+    let seals = fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS)
+        .map_err(|e| Error::io(format!("F_GET_SEALS of memfd fd {caller_fd}"), e.into()))?;
+    let seals = SealFlag::from_bits_truncate(seals);
+    if seals.contains(SealFlag::F_SEAL_SHRINK) {
+        return Ok(());
+    }
+    let how = if seals.contains(SealFlag::F_SEAL_SEAL) {
+        "it was created without MFD_ALLOW_SEALING, so it can never be sealed: create it with \
+         MFD_ALLOW_SEALING, then fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK)"
+    } else {
+        "seal it first with fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK)"
+    };
+    Err(Error::ImportRefused(format!(
+        "memfd fd {caller_fd} has no F_SEAL_SHRINK seal (a truncation under a mapping would \
+         raise SIGBUS); {how}"
+    )))
+}

@@ -31,6 +31,9 @@ pub(crate) struct BufferStorage {
     backing: Backing,
     len: usize,
     memory: Memory,
+    /// Every sync asked of this buffer (by map guards and pin holders), no-ops included.
+    requests: SyncCounters,
+    /// The `DMA_BUF_IOCTL_SYNC`s actually issued.
     syncs: SyncCounters,
 }
 
@@ -40,6 +43,7 @@ impl BufferStorage {
             backing: Backing::Heap(HeapBuffer::new(len)?),
             len,
             memory: Memory::Heap,
+            requests: SyncCounters::default(),
             syncs: SyncCounters::default(),
         })
     }
@@ -60,6 +64,7 @@ impl BufferStorage {
             },
             len,
             memory,
+            requests: SyncCounters::default(),
             syncs: SyncCounters::default(),
         }
     }
@@ -118,6 +123,7 @@ impl BufferStorage {
     /// Opens or closes a CPU access: `DMA_BUF_IOCTL_SYNC` on dma-bufs, nothing otherwise
     /// (heap and memfd memory are always coherent for the CPU).
     pub(crate) fn sync(&self, phase: SyncPhase, access: Access) -> Result<()> {
+        self.requests.record(phase, access);
         if self.memory != Memory::Dma {
             return Ok(());
         }
@@ -132,6 +138,11 @@ impl BufferStorage {
     #[cfg(feature = "testing")]
     pub(crate) fn sync_counts(&self) -> SyncCounts {
         self.syncs.snapshot()
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn sync_requests(&self) -> SyncCounts {
+        self.requests.snapshot()
     }
 }
 

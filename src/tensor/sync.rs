@@ -58,7 +58,7 @@ pub(crate) fn dma_buf_sync(fd: BorrowedFd<'_>, phase: SyncPhase, access: Access)
     }
 }
 
-/// How many sync ioctls a buffer has issued, by phase and direction.
+/// How many syncs of a buffer (issued ioctls, or requests), by phase and direction.
 #[cfg(feature = "testing")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyncCounts {
@@ -88,7 +88,8 @@ impl SyncCounts {
     }
 }
 
-/// Per-buffer counters of issued syncs (a test hook: the VM lane checks directions).
+/// Per-buffer counters of syncs, by phase and direction (test hooks: the VM lane checks
+/// the directions of issued ioctls, the host that heap and memfd syncs are no-ops).
 #[derive(Default)]
 pub(crate) struct SyncCounters([AtomicU64; 6]);
 

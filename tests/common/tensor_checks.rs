@@ -56,7 +56,9 @@ pub fn write_map_pin_reimport(make: impl Fn() -> Tensor<u8>) {
             .find(|w| n.is_multiple_of(*w))
             .unwrap();
         let layout = ImageLayout::new(width as u32, (n / width) as u32, PixelFormat::Grey).unwrap();
-        let again = Tensor::<u8>::import(fd.as_fd(), layout).unwrap();
+        // SAFETY: the two tensors over the buffer only take read views from here on, and
+        // nothing else holds it.
+        let again = unsafe { Tensor::<u8>::import(fd.as_fd(), layout) }.unwrap();
         assert_eq!(again.memory(), t.memory());
         let a = again.map().unwrap();
         let b = t.map().unwrap();

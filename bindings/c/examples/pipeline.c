@@ -117,10 +117,11 @@ int main(int argc, char **argv) {
       backend != NULL && strcmp(backend, "gl") == 0 ? PINFRAME_BACKEND_GL : PINFRAME_BACKEND_CPU,
       &proc));
 
-  /* The destination, pinned once: an inference runtime would get address/len here. */
+  /* The destination, pinned once: an inference runtime would get address/len here. Device
+   * memory first: the GL backend renders into a dma-buf without a readback. */
   pinframe_tensor *dst = NULL;
   DIE_UNLESS_OK(pinframe_tensor_image(DST, DST, PINFRAME_FORMAT_PLANAR_RGB, PINFRAME_DTYPE_F32,
-                                      PINFRAME_MEMORY_AUTO, &dst));
+                                      PINFRAME_MEMORY_DEVICE, &dst));
   pinframe_pin *pin = NULL;
   DIE_UNLESS_OK(pinframe_tensor_pin(dst, &pin));
   void *address = NULL;

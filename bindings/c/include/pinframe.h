@@ -402,7 +402,7 @@ typedef struct pinframe_tensor_info {
   size_t struct_size;
   // The element type, a `PINFRAME_DTYPE_*` value.
   pinframe_dtype dtype;
-  // Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO).
+  // Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO or DEVICE).
   pinframe_memory memory;
   // Number of dimensions.
   size_t ndim;
@@ -541,7 +541,8 @@ typedef uint32_t pinframe_access;
 // Three planes B, G, R (CHW).
 #define PINFRAME_FORMAT_PLANAR_BGR 17
 
-// The best available: DMA, else shared memory (memfd), else heap.
+// CPU memory shareable by fd: shared memory (memfd), else heap. Never DMA: a tensor
+// only the CPU touches does not spend a device's scarce CMA pool.
 #define PINFRAME_MEMORY_AUTO 0
 
 // Process heap, 64-byte aligned; no fd.
@@ -552,6 +553,11 @@ typedef uint32_t pinframe_access;
 
 // A DMA-BUF: shareable with devices without copies.
 #define PINFRAME_MEMORY_DMA 3
+
+// The best memory devices (GPU, NPU, camera) reach without a copy: DMA, else shared
+// memory (memfd), else heap. For GL destinations and runtime inputs. A request only:
+// a tensor's memory is never DEVICE.
+#define PINFRAME_MEMORY_DEVICE 4
 
 // The CPU reads.
 #define PINFRAME_ACCESS_READ 1
@@ -827,7 +833,8 @@ pinframe_status pinframe_processor_get_stats(const struct pinframe_processor *pr
 pinframe_status pinframe_processor_free(struct pinframe_processor *processor);
 
 // Makes a zero-filled tensor of `dtype` with `ndim` dimensions `shape[0..ndim]` in
-// `memory` (`PINFRAME_MEMORY_AUTO`: DMA, else memfd, else heap; an explicit kind that
+// `memory` (`PINFRAME_MEMORY_AUTO`: memfd, else heap; `PINFRAME_MEMORY_DEVICE`: DMA,
+// else memfd, else heap; an explicit kind that
 // cannot be allocated fails with `PINFRAME_ERROR_MEMORY_UNAVAILABLE`).
 //
 // Ownership: on success `*out` is a new tensor the caller frees with
@@ -868,23 +875,38 @@ pinframe_status pinframe_tensor_with_layout(const struct pinframe_layout *layout
 
 // Imports a dma-buf or memfd `fd` holding one image laid out as `layout`. The fd is
 // duplicated: the caller keeps (and closes) its own. Anything but a dma-buf or memfd,
-// a closed fd, or a buffer smaller than the layout is `PINFRAME_ERROR_INVALID_INPUT`.
+// a closed fd, or a buffer smaller than the layout is `PINFRAME_ERROR_INVALID_INPUT`. A
+// memfd without `F_SEAL_SHRINK` is `PINFRAME_ERROR_IMPORT_REFUSED` (a truncation under
+// the tensor's mapping would raise SIGBUS): create it with `MFD_ALLOW_SEALING` and
+// `fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK)` first.
+//
+// Aliasing rule: the buffer has other holders (its exporter, devices, other processes,
+// other tensors imported from it). While a mapping of the tensor made with
+// `PINFRAME_ACCESS_READ` is alive (`pinframe_tensor_map` to `pinframe_tensor_unmap`), or
+// while the caller reads a pin's bytes, nobody else may write the bytes it covers; while
+// a `PINFRAME_ACCESS_WRITE`/`_READ_WRITE` mapping is alive, nobody else may read or
+// write them. Writes by others between mappings (a camera filling a queued buffer, a GPU
+// rendering) are fine. Breaking the rule is undefined behaviour in the library's views.
 //
 // Ownership: as `pinframe_tensor_create`; `layout` is only read.
 //
 // # Safety
-// `layout` points to a `pinframe_layout` with its `struct_size` set; `out` is writable.
+// `layout` points to a `pinframe_layout` with its `struct_size` set; `out` is writable;
+// the caller keeps the aliasing rule above.
 pinframe_status pinframe_tensor_import(int32_t fd,
                                        const struct pinframe_layout *layout,
                                        struct pinframe_tensor **out);
 
 // Imports an image whose planes live in `count` fds (`pinframe_plane.buffer` indexes
-// `fds`), e.g. V4L2's NV12M. All fds must be of one kind; each is duplicated.
+// `fds`), e.g. V4L2's NV12M. All fds must be of one kind; each is duplicated. Memfds
+// must carry `F_SEAL_SHRINK`, and the aliasing rule of `pinframe_tensor_import` holds for
+// every buffer.
 //
 // Ownership: as `pinframe_tensor_import`; `fds` is only read.
 //
 // # Safety
-// `fds` points to `count` ints; `layout` and `out` as for `pinframe_tensor_import`.
+// `fds` points to `count` ints; `layout` and `out` as for `pinframe_tensor_import`; the
+// caller keeps `pinframe_tensor_import`'s aliasing rule.
 pinframe_status pinframe_tensor_import_planes(const int32_t *fds,
                                               size_t count,
                                               const struct pinframe_layout *layout,

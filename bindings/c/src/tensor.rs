@@ -405,7 +405,7 @@ pub struct pinframe_tensor_info {
     pub struct_size: usize,
     /// The element type, a `PINFRAME_DTYPE_*` value.
     pub dtype: pinframe_dtype,
-    /// Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO).
+    /// Where the bytes live, a `PINFRAME_MEMORY_*` value (never AUTO or DEVICE).
     pub memory: pinframe_memory,
     /// Number of dimensions.
     pub ndim: usize,
@@ -422,7 +422,8 @@ pub struct pinframe_tensor_info {
 }
 
 /// Makes a zero-filled tensor of `dtype` with `ndim` dimensions `shape[0..ndim]` in
-/// `memory` (`PINFRAME_MEMORY_AUTO`: DMA, else memfd, else heap; an explicit kind that
+/// `memory` (`PINFRAME_MEMORY_AUTO`: memfd, else heap; `PINFRAME_MEMORY_DEVICE`: DMA,
+/// else memfd, else heap; an explicit kind that
 /// cannot be allocated fails with `PINFRAME_ERROR_MEMORY_UNAVAILABLE`).
 ///
 /// Ownership: on success `*out` is a new tensor the caller frees with
@@ -518,12 +519,24 @@ pub unsafe extern "C" fn pinframe_tensor_with_layout(
 
 /// Imports a dma-buf or memfd `fd` holding one image laid out as `layout`. The fd is
 /// duplicated: the caller keeps (and closes) its own. Anything but a dma-buf or memfd,
-/// a closed fd, or a buffer smaller than the layout is `PINFRAME_ERROR_INVALID_INPUT`.
+/// a closed fd, or a buffer smaller than the layout is `PINFRAME_ERROR_INVALID_INPUT`. A
+/// memfd without `F_SEAL_SHRINK` is `PINFRAME_ERROR_IMPORT_REFUSED` (a truncation under
+/// the tensor's mapping would raise SIGBUS): create it with `MFD_ALLOW_SEALING` and
+/// `fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK)` first.
+///
+/// Aliasing rule: the buffer has other holders (its exporter, devices, other processes,
+/// other tensors imported from it). While a mapping of the tensor made with
+/// `PINFRAME_ACCESS_READ` is alive (`pinframe_tensor_map` to `pinframe_tensor_unmap`), or
+/// while the caller reads a pin's bytes, nobody else may write the bytes it covers; while
+/// a `PINFRAME_ACCESS_WRITE`/`_READ_WRITE` mapping is alive, nobody else may read or
+/// write them. Writes by others between mappings (a camera filling a queued buffer, a GPU
+/// rendering) are fine. Breaking the rule is undefined behaviour in the library's views.
 ///
 /// Ownership: as `pinframe_tensor_create`; `layout` is only read.
 ///
 /// # Safety
-/// `layout` points to a `pinframe_layout` with its `struct_size` set; `out` is writable.
+/// `layout` points to a `pinframe_layout` with its `struct_size` set; `out` is writable;
+/// the caller keeps the aliasing rule above.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pinframe_tensor_import(
     fd: i32,
@@ -535,12 +548,15 @@ pub unsafe extern "C" fn pinframe_tensor_import(
 }
 
 /// Imports an image whose planes live in `count` fds (`pinframe_plane.buffer` indexes
-/// `fds`), e.g. V4L2's NV12M. All fds must be of one kind; each is duplicated.
+/// `fds`), e.g. V4L2's NV12M. All fds must be of one kind; each is duplicated. Memfds
+/// must carry `F_SEAL_SHRINK`, and the aliasing rule of `pinframe_tensor_import` holds for
+/// every buffer.
 ///
 /// Ownership: as `pinframe_tensor_import`; `fds` is only read.
 ///
 /// # Safety
-/// `fds` points to `count` ints; `layout` and `out` as for `pinframe_tensor_import`.
+/// `fds` points to `count` ints; `layout` and `out` as for `pinframe_tensor_import`; the
+/// caller keeps `pinframe_tensor_import`'s aliasing rule.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pinframe_tensor_import_planes(
     fds: *const i32,
@@ -576,7 +592,11 @@ pub unsafe extern "C" fn pinframe_tensor_import_planes(
             .iter()
             .map(|&fd| unsafe { BorrowedFd::borrow_raw(fd) })
             .collect();
-        let any = by_dtype!(layout.dtype(), T => Tensor::<T>::import_planes(&borrowed, layout)?);
+        // SAFETY: the aliasing rule is this function's own contract with its C caller
+        // (stated above and in pinframe.h), the one `Tensor::import_planes` asks for.
+        let any = by_dtype!(layout.dtype(), T => unsafe {
+            Tensor::<T>::import_planes(&borrowed, layout)?
+        });
         // SAFETY: out was checked above.
         unsafe { *out = TensorHandle::boxed(any) };
         Ok(())

@@ -6,7 +6,8 @@
 use std::ffi::c_char;
 
 use pinframe::{
-    Access, Colorimetry, DType, ImageLayout, Matrix, Memory, PixelFormat, Plane, Range,
+    Access, Colorimetry, DType, ImageLayout, Matrix, Memory, MemoryRequest, PixelFormat, Plane,
+    Range,
 };
 
 use crate::status::{Failure, Outcome, PINFRAME_ERROR_UNSUPPORTED};
@@ -182,7 +183,8 @@ pub(crate) fn format_name_ptr(code: pinframe_format) -> *const c_char {
 /// Where a tensor's bytes live: one of the `PINFRAME_MEMORY_*` values.
 #[allow(non_camel_case_types)]
 pub type pinframe_memory = u32;
-/// The best available: DMA, else shared memory (memfd), else heap.
+/// CPU memory shareable by fd: shared memory (memfd), else heap. Never DMA: a tensor
+/// only the CPU touches does not spend a device's scarce CMA pool.
 pub const PINFRAME_MEMORY_AUTO: pinframe_memory = 0;
 /// Process heap, 64-byte aligned; no fd.
 pub const PINFRAME_MEMORY_HEAP: pinframe_memory = 1;
@@ -190,13 +192,18 @@ pub const PINFRAME_MEMORY_HEAP: pinframe_memory = 1;
 pub const PINFRAME_MEMORY_SHM: pinframe_memory = 2;
 /// A DMA-BUF: shareable with devices without copies.
 pub const PINFRAME_MEMORY_DMA: pinframe_memory = 3;
+/// The best memory devices (GPU, NPU, camera) reach without a copy: DMA, else shared
+/// memory (memfd), else heap. For GL destinations and runtime inputs. A request only:
+/// a tensor's memory is never DEVICE.
+pub const PINFRAME_MEMORY_DEVICE: pinframe_memory = 4;
 
-pub(crate) fn memory_from(code: pinframe_memory) -> Outcome<Option<Memory>> {
+pub(crate) fn memory_from(code: pinframe_memory) -> Outcome<MemoryRequest> {
     Ok(match code {
-        PINFRAME_MEMORY_AUTO => None,
-        PINFRAME_MEMORY_HEAP => Some(Memory::Heap),
-        PINFRAME_MEMORY_SHM => Some(Memory::Shm),
-        PINFRAME_MEMORY_DMA => Some(Memory::Dma),
+        PINFRAME_MEMORY_AUTO => MemoryRequest::Auto,
+        PINFRAME_MEMORY_DEVICE => MemoryRequest::Device,
+        PINFRAME_MEMORY_HEAP => MemoryRequest::Only(Memory::Heap),
+        PINFRAME_MEMORY_SHM => MemoryRequest::Only(Memory::Shm),
+        PINFRAME_MEMORY_DMA => MemoryRequest::Only(Memory::Dma),
         _ => {
             return Err(Failure::invalid(format!(
                 "unknown memory kind {code}; use a PINFRAME_MEMORY_* value"

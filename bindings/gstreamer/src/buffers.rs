@@ -192,8 +192,14 @@ impl SourceImports {
         {
             return Ok((e.tensor.clone(), false));
         }
-        let tensor =
-            Arc::new(Tensor::<u8>::import_planes(fds, *layout).map_err(|e| e.to_string())?);
+        // SAFETY: the element takes CPU views of a source tensor only inside
+        // `convert_frame`, while it holds the input buffer that owns these memories; by
+        // GStreamer's ownership rules nobody writes a buffer (or memory) another element
+        // holds a reference to, and a pool refills a memory (a camera capturing into it)
+        // only once every buffer over it was returned. The GL backend takes no CPU view.
+        let tensor = Arc::new(
+            unsafe { Tensor::<u8>::import_planes(fds, *layout) }.map_err(|e| e.to_string())?,
+        );
         if entries.len() >= IMPORTS_PER_MEMORY {
             entries.remove(0);
         }

@@ -1,7 +1,7 @@
 //! Python arguments → pinframe values, in the Rust API's own words (the library's
 //! `FromStr` spellings, whose errors already say what is accepted).
 
-use pinframe::{Access, DType, Memory, PixelFormat};
+use pinframe::{Access, DType, MemoryRequest, PixelFormat};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -40,8 +40,10 @@ pub(crate) fn dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
 }
 
 /// `None` = the best available (Dma → Shm → Heap); else `heap`, `shm` or `dma`.
-pub(crate) fn memory(name: Option<&str>) -> PyResult<Option<Memory>> {
-    name.map(|m| m.parse::<Memory>()).transpose().or_raise()
+/// `None` or "auto" (memfd, else heap), "device" (dma, else memfd, else heap), or one kind.
+pub(crate) fn memory(name: Option<&str>) -> PyResult<MemoryRequest> {
+    name.map_or(Ok(MemoryRequest::Auto), |m| m.parse::<MemoryRequest>())
+        .or_raise()
 }
 
 pub(crate) fn format(name: &str) -> PyResult<PixelFormat> {

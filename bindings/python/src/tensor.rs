@@ -251,7 +251,9 @@ impl PyTensor {
     ///
     /// A zero-filled tensor of `shape` (a tuple of positive ints) in `memory`: "heap",
     /// "shm" (a sealed memfd another process can map) or "dma" (a DMA-BUF devices share);
-    /// None = the best available (dma, then shm, then heap). An explicit memory kind that
+    /// None or "auto" = shm, else heap (never dma: a tensor only the CPU touches does not
+    /// spend a device's CMA pool); "device" = the best memory devices reach (dma, then shm,
+    /// then heap), for GL destinations and runtime inputs. An explicit memory kind that
     /// cannot be allocated raises MemoryUnavailable naming every route tried.
     #[new]
     #[pyo3(signature = (shape, dtype = None, memory = None))]
@@ -314,7 +316,18 @@ impl PyTensor {
     /// or has `fileno()`; a list of them imports an image whose planes live in several
     /// buffers (`Plane.buffer` indexes the list). The fds are duplicated: the caller
     /// keeps (and closes) its own. A closed fd, a file that is neither a dma-buf nor a
-    /// memfd, or a buffer smaller than the layout raises InvalidInput.
+    /// memfd, or a buffer smaller than the layout raises InvalidInput. A memfd without
+    /// `F_SEAL_SHRINK` raises ImportRefused (a truncation under the tensor's mapping would
+    /// kill the process with SIGBUS): create it with `os.MFD_ALLOW_SEALING` and seal it,
+    /// `fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)`.
+    ///
+    /// Aliasing rule: the buffer has other holders (its exporter, devices, other
+    /// processes, other tensors imported from it). While a view of the tensor is alive
+    /// (a `map()` block, a numpy array, memoryview or DLPack capsule over it, a pin being
+    /// read), nobody else may write the bytes it covers; while a `map_mut()` view is
+    /// alive, nobody else may read or write them. Writes between views (a camera filling
+    /// a queued buffer, a GPU rendering) are fine. Breaking the rule gives views whose
+    /// bytes change under them, which the Rust library treats as undefined behaviour.
     #[staticmethod]
     fn import_fd(py: Python<'_>, fd: &Bound<'_, PyAny>, layout: &PyImageLayout) -> PyResult<Self> {
         let fds: Vec<OwnedFd> = if let Ok(list) = fd.cast::<PyList>() {
@@ -329,7 +342,12 @@ impl PyTensor {
             .detach(|| {
                 let borrowed: Vec<BorrowedFd<'_>> =
                     fds.iter().map(std::os::fd::AsFd::as_fd).collect();
-                by_dtype!(layout.dtype(), T => Tensor::<T>::import_planes(&borrowed, layout))
+                // SAFETY: the aliasing rule `Tensor::import_planes` asks for is this
+                // method's documented contract with its Python caller (the docstring above
+                // and the stub), as numpy's `frombuffer` leaves writers to its caller.
+                by_dtype!(layout.dtype(), T => unsafe {
+                    Tensor::<T>::import_planes(&borrowed, layout)
+                })
             })
             .or_raise()?;
         Ok(PyTensor::from_any(t, true))

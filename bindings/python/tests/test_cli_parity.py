@@ -7,6 +7,7 @@ in the format's tensor shape with `src_format=`, and a tensor copied with
 `Tensor.from_numpy`. Every output must equal the CLI's file byte for byte.
 """
 
+import fcntl
 import os
 import subprocess
 
@@ -65,8 +66,9 @@ CASES = [
 
 
 def memfd_with(data: bytes) -> int:
-    fd = os.memfd_create("pinframe-test")
+    fd = os.memfd_create("pinframe-test", os.MFD_ALLOW_SEALING)
     os.write(fd, data)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)  # import_fd requires it
     return fd
 
 

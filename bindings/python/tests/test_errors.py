@@ -1,5 +1,6 @@
 """Bad input raises a clear pinframe exception of the right kind, never a crash."""
 
+import fcntl
 import os
 import tempfile
 
@@ -134,6 +135,24 @@ def test_closed_and_foreign_fds():
         os.close(small)
 
 
+def test_a_memfd_that_can_shrink_is_refused():
+    layout = pinframe.ImageLayout(16, 16, "yuyv")
+    unsealable = os.memfd_create("unsealable")  # without MFD_ALLOW_SEALING
+    unsealed = os.memfd_create("unsealed", os.MFD_ALLOW_SEALING)
+    try:
+        for fd in (unsealable, unsealed):
+            os.write(fd, b"\0" * layout.required_len())
+        with pytest.raises(pinframe.ImportRefused, match="MFD_ALLOW_SEALING"):
+            pinframe.Tensor.import_fd(unsealable, layout)
+        with pytest.raises(pinframe.ImportRefused, match="F_SEAL_SHRINK"):
+            pinframe.Tensor.import_fd(unsealed, layout)
+        fcntl.fcntl(unsealed, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+        assert pinframe.Tensor.import_fd(unsealed, layout).memory == "shm"
+    finally:
+        os.close(unsealable)
+        os.close(unsealed)
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [
@@ -221,3 +240,12 @@ def test_camera_errors():
     with pytest.raises(pinframe.InvalidInput, match="closed"):
         cam.next_frame()
     assert list(cam) == []  # a closed camera ends iteration
+
+
+def test_auto_memory_is_never_dma_and_device_prefers_it():
+    assert pinframe.Tensor((16,)).memory == "shm"
+    assert pinframe.Tensor((16,), memory="auto").memory == "shm"
+    device = pinframe.Tensor.image(16, 16, "rgb", memory="device").memory
+    assert device == ("dma" if has_dma() else "shm")
+    with pytest.raises(pinframe.InvalidInput, match="auto, device"):
+        pinframe.Tensor((16,), memory="gpu")

@@ -75,7 +75,11 @@ pub(super) fn mmap_slots(
             );
         }
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
-        let tensor = Tensor::<u8>::import_planes(&borrowed, format.layout)?;
+        // SAFETY: the driver writes a buffer only while it is queued, and the slot's tensor
+        // is reachable only through a `Frame`, which exists only while the buffer is
+        // dequeued: map guards borrow the frame, and a pin over it keeps the buffer from
+        // being requeued (see `Frame`). So no CPU view is alive while the driver writes.
+        let tensor = unsafe { Tensor::<u8>::import_planes(&borrowed, format.layout)? };
         // The tensor holds its own duplicates; `fds` close here.
         slots.push(Slot::new(tensor, [0; 3], Vec::new()));
     }
@@ -136,6 +140,10 @@ fn allocate_dmabuf(
                 .ok_or_else(|| Error::InvalidFd("DMA tensor without an fd".into()))
         })
         .collect::<Result<_>>()?;
-    let tensor = Tensor::<u8>::import_planes(&fds, format.layout)?;
+    // SAFETY: the buffers are pinframe's own, held only by `backing` (never mapped or
+    // handed out) and by the driver, which writes them only while they are queued; the
+    // slot's tensor is reachable only through a `Frame`, alive only while the buffer is
+    // dequeued (map guards borrow the frame, a pin keeps the buffer from being requeued).
+    let tensor = unsafe { Tensor::<u8>::import_planes(&fds, format.layout)? };
     Ok(Slot::new(tensor, lengths, backing))
 }

@@ -140,12 +140,12 @@ impl PlaneTexture {
 
     /// The DRM fourcc of the same bytes (`R8`, `GR88`, `AB24`), for dma-buf import.
     pub(crate) fn drm_fourcc(&self) -> u32 {
-        use crate::image::fourcc;
-        match self.texel_bytes {
-            1 => fourcc(b"R8  "),
-            2 => fourcc(b"GR88"),
-            _ => fourcc(b"AB24"),
-        }
+        use drm_fourcc::DrmFourcc;
+        (match self.texel_bytes {
+            1 => DrmFourcc::R8,
+            2 => DrmFourcc::Gr88,
+            _ => DrmFourcc::Abgr8888,
+        }) as u32
     }
 }
 

@@ -27,13 +27,14 @@
 //!
 //! ```no_run
 //! use pinframe::runtime::litert::{Accelerator, CompiledModel, Environment, Model};
-//! use pinframe::{ConvertOptions, Fit, ImageProcessor, Normalize, Tensor};
+//! use pinframe::{ConvertOptions, Fit, ImageProcessor, MemoryRequest, Normalize, Tensor};
 //! # fn main() -> pinframe::Result<()> {
 //! # let frame = Tensor::<u8>::image(640, 480, pinframe::PixelFormat::Yuyv, None)?;
 //! let env = Environment::new()?;
 //! let model = Model::from_file(&env, "face_detection_short_range.tflite")?;
 //! let input = model.inputs()[0].image_input()?; // 128x128 NHWC f32
-//! let mut tensor = Tensor::<f32>::with_layout(input.image_layout()?, None)?;
+//! // Device memory first: a dma-buf input is bound without a copy.
+//! let mut tensor = Tensor::<f32>::with_layout(input.image_layout()?, MemoryRequest::Device)?;
 //! let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu])?;
 //! compiled.bind_input(0, &tensor)?; // once
 //! let options = ConvertOptions {

@@ -141,7 +141,11 @@ static void tensor_create_and_info(void) {
     OK(pinframe_tensor_create(d, &n, 1, PINFRAME_MEMORY_AUTO, &t));
     OK(pinframe_tensor_get_info(t, &info));
     CHECK(info.dtype == d);
-    CHECK(info.memory != PINFRAME_MEMORY_AUTO);
+    CHECK(info.memory == PINFRAME_MEMORY_SHM); /* AUTO never spends DMA memory */
+    OK(pinframe_tensor_free(t));
+    OK(pinframe_tensor_create(d, &n, 1, PINFRAME_MEMORY_DEVICE, &t));
+    OK(pinframe_tensor_get_info(t, &info));
+    CHECK(info.memory == PINFRAME_MEMORY_DMA || info.memory == PINFRAME_MEMORY_SHM);
     OK(pinframe_tensor_free(t));
   }
 
@@ -373,6 +377,14 @@ static void fds_and_imports(void) {
   CHECK(tiny >= 0 && ftruncate(tiny, 100) == 0);
   FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_INVALID_INPUT, "buffer too small");
   close(tiny);
+  /* A memfd that can still shrink is refused (a truncation would SIGBUS the mapping). */
+  int unsealed = memfd_create("pinframe-api-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  CHECK(unsealed >= 0 && ftruncate(unsealed, 16 * 8 * 4) == 0);
+  FAILS(pinframe_tensor_import(unsealed, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED, "F_SEAL_SHRINK");
+  CHECK(fcntl(unsealed, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+  OK(pinframe_tensor_import(unsealed, &l, &b));
+  OK(pinframe_tensor_free(b));
+  close(unsealed);
   /* Bad layout. */
   pinframe_layout bad = l;
   bad.planes[0].stride = 10;

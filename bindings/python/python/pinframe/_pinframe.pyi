@@ -15,6 +15,9 @@ BUFFER_PROTOCOL: bool
 DType = Literal["u8", "i8", "u16", "i16", "u32", "i32", "f16", "f32", "f64"]
 DTypeLike = Union[DType, str, np.dtype[Any], Type[np.generic]]
 MemoryName = Literal["heap", "shm", "dma"]
+# What a constructor's `memory=` takes: None/"auto" (memfd, else heap), "device" (dma,
+# else memfd, else heap) or one kind.
+MemoryRequestName = Literal["auto", "device", "heap", "shm", "dma"]
 AccessName = Literal["read", "write", "readwrite"]
 FormatName = Literal[
     "yuyv", "uyvy", "yvyu", "vyuy", "nv12", "nv21", "nv16", "nv61", "i420", "yv12",
@@ -114,7 +117,7 @@ class Tensor:
         self,
         shape: Sequence[int],
         dtype: Optional[DTypeLike] = None,
-        memory: Optional[MemoryName | str] = None,
+        memory: Optional[MemoryRequestName | str] = None,
     ) -> None: ...
     @staticmethod
     def image(
@@ -122,17 +125,22 @@ class Tensor:
         height: int,
         format: FormatName | str,
         dtype: Optional[DTypeLike] = None,
-        memory: Optional[MemoryName | str] = None,
+        memory: Optional[MemoryRequestName | str] = None,
     ) -> Tensor: ...
     @staticmethod
-    def with_layout(layout: ImageLayout, memory: Optional[MemoryName | str] = None) -> Tensor: ...
+    def with_layout(layout: ImageLayout, memory: Optional[MemoryRequestName | str] = None) -> Tensor: ...
     @staticmethod
-    def import_fd(fd: Union[FdLike, Sequence[FdLike]], layout: ImageLayout) -> Tensor: ...
+    def import_fd(fd: Union[FdLike, Sequence[FdLike]], layout: ImageLayout) -> Tensor:
+        """Imports a dma-buf or memfd (duplicated). A memfd needs F_SEAL_SHRINK (else
+        ImportRefused). Aliasing rule: while a view of the tensor is alive (map(), a numpy
+        array, memoryview or DLPack capsule over it), nobody else writes the bytes it
+        covers; while a map_mut() view is alive, nobody else reads or writes them."""
+        ...
     @staticmethod
     def from_numpy(
         array: Any,
         format: Optional[FormatName | str] = None,
-        memory: Optional[MemoryName | str] = None,
+        memory: Optional[MemoryRequestName | str] = None,
     ) -> Tensor: ...
     @property
     def shape(self) -> Tuple[int, ...]: ...
