@@ -26,7 +26,9 @@ pub(super) const LANES: usize = 4;
 /// `x0 + (x1 - x0) * w` in each lane, as three separately rounded operations.
 #[inline(always)]
 fn lerp(x0: float32x4_t, x1: float32x4_t, w: float32x4_t) -> float32x4_t {
-    vaddq_f32(x0, vmulq_f32(vsubq_f32(x1, x0), w))
+    // SAFETY: these intrinsics only need NEON, which this module is compiled with (it is
+    // part of the target's baseline: see the `cfg` on `mod neon`); they touch no memory.
+    unsafe { vaddq_f32(x0, vmulq_f32(vsubq_f32(x1, x0), w)) }
 }
 
 /// `out[j] = row[first[j]] + (row[first[j] + 1] - row[first[j]]) * weights[j]`, for a
