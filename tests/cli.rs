@@ -2,12 +2,19 @@
 //! errors with a non-zero exit on bad input.
 #![cfg(feature = "cli")]
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn pinframe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinframe"))
+    pinframe_with_env(args, &[])
+}
+
+fn pinframe_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    common::target_command(env!("CARGO_BIN_EXE_pinframe"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run pinframe")
 }
@@ -217,8 +224,8 @@ fn png_round_trip() {
 }
 
 #[test]
-fn bench_prints_time_and_rate() {
-    let out = pinframe(&[
+fn bench_prints_time_rate_and_kernel() {
+    let args = [
         "bench",
         "--input-format",
         "nv12",
@@ -236,13 +243,34 @@ fn bench_prints_time_and_rate() {
         "3",
         "--backend",
         "cpu",
-    ]);
-    ok(&out);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("ms per frame") && text.contains("frames per second"),
-        "{text}"
-    );
+    ];
+    // The widest kernel of the architecture (AVX2 may be absent on an x86-64 CPU; NEON is
+    // always there on aarch64), then the forced portable one.
+    let widest: &[&str] = if cfg!(target_arch = "aarch64") {
+        &["neon"]
+    } else if cfg!(target_arch = "x86_64") {
+        &["avx2", "portable"]
+    } else {
+        &["portable"]
+    };
+    for (env, kernels) in [
+        (&[][..], widest),
+        (&[("PINFRAME_CPU_SIMD", "portable")][..], &["portable"][..]),
+    ] {
+        let out = pinframe_with_env(&args, env);
+        ok(&out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("ms per frame") && text.contains("frames per second"),
+            "{text}"
+        );
+        assert!(
+            kernels
+                .iter()
+                .any(|k| text.contains(&format!(", {k} kernel)"))),
+            "{env:?}: {text} names none of the kernels {kernels:?}"
+        );
+    }
 }
 
 #[test]

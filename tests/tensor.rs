@@ -544,7 +544,7 @@ fn memfd_written_by_child_is_seen_by_parent() {
     let t = shm(4096);
     // Pass a non-close-on-exec duplicate to the child.
     let inheritable = nix::unistd::dup(t.fd().unwrap().as_raw_fd()).unwrap();
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
+    let status = common::target_command(std::env::current_exe().unwrap())
         .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
         .env("PINFRAME_CHILD_FD", inheritable.to_string())
         // The child's own libtest summary would read as extra results in the suite log.

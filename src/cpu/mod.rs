@@ -3,6 +3,8 @@
 //! pool. Kernels work on byte slices plus [`ImageLayout`]s, independent of tensors, so
 //! other backends can run them as their reference or fallback.
 
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+mod neon;
 mod sample;
 mod store;
 #[cfg(target_arch = "x86_64")]
@@ -24,9 +26,10 @@ const PARALLEL_MIN_PIXELS: usize = 64 * 64;
 /// Scratch rows per band: 3 interpolated source channels + 3 output channels.
 const ROWS_PER_BAND: usize = 6;
 
-/// The instruction set the kernel runs with. Both variants execute the same source with
-/// the same f32 operations in the same order (no FMA contraction), so their outputs are
-/// bit-identical; a unit test holds them to that.
+/// The instruction set the kernel runs with. Every variant executes the same f32
+/// operations in the same order (no FMA contraction, none in the hand-written kernels of
+/// `x86` and `neon` either), so their outputs are bit-identical; unit tests hold them to
+/// that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Simd {
     /// The target's baseline instruction set.
@@ -34,6 +37,10 @@ pub(crate) enum Simd {
     /// x86-64 with AVX2, detected at run time.
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// aarch64's NEON: the portable kernel (already NEON, the aarch64 baseline) plus the
+    /// hand-written tap gathers of `neon`. Always available, so chosen at compile time.
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    Neon,
 }
 
 impl Simd {
@@ -52,7 +59,35 @@ impl Simd {
         if std::is_x86_feature_detected!("avx2") {
             return Simd::Avx2;
         }
-        Simd::Portable
+        // NEON is part of the aarch64 baseline: nothing to detect.
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        let widest = Simd::Neon;
+        #[cfg(not(all(target_arch = "aarch64", target_feature = "neon")))]
+        let widest = Simd::Portable;
+        widest
+    }
+
+    /// The name `pinframe bench` and `pinframe info` print for this kernel.
+    pub fn name(self) -> &'static str {
+        match self {
+            Simd::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => "avx2",
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            Simd::Neon => "neon",
+        }
+    }
+
+    /// Columns the pair kernels of this variant handle per step, or None for the
+    /// portable kernel, which has none.
+    fn pair_lanes(self) -> Option<usize> {
+        match self {
+            Simd::Portable => None,
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => Some(8),
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            Simd::Neon => Some(neon::LANES),
+        }
     }
 }
 
@@ -117,6 +152,11 @@ impl CpuConverter {
     /// A converter with empty scratch buffers (they grow on the first conversion).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The kernel this converter runs (`"avx2"`, `"neon"` or `"portable"`).
+    pub fn kernel(&self) -> &'static str {
+        self.simd.name()
     }
 
     /// A converter that runs the kernel built for `simd` (which must be available: take
@@ -320,6 +360,11 @@ impl Job<'_> {
                 // found AVX2 on this CPU (see `Simd::detect`).
                 unsafe { self.band_avx2(first_row, band, strides, scratch) }
             }
+            // NEON is the aarch64 baseline, so the portable build of the kernel already
+            // runs its blends, colour and stores on NEON; `Simd::Neon` differs only in the
+            // tap gathers `sample_row` picks for it.
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            Simd::Neon => self.band_kernel(first_row, band, strides, scratch),
             // Inlined here: the kernel built for the target's baseline (SSE2 on x86-64,
             // NEON on aarch64).
             Simd::Portable => self.band_kernel(first_row, band, strides, scratch),
@@ -508,10 +553,11 @@ mod tests {
         dst
     }
 
-    /// The wide kernel to hold against the portable one: the hardware's widest, even when
-    /// `PINFRAME_CPU_SIMD=portable` is set. None (with a SKIP line) where there is none;
-    /// an x86-64 CPU without AVX2 under `CI=true` is a failure, since the comparison
-    /// this lane promises could not run.
+    /// The wide kernel to hold against the portable one: the hardware's widest (AVX2 on
+    /// x86-64, NEON on aarch64), even when `PINFRAME_CPU_SIMD=portable` is set. None
+    /// (with a SKIP line) where there is none; an x86-64 CPU without AVX2 under `CI=true`
+    /// is a failure, since the comparison this lane promises could not run. (On aarch64
+    /// NEON is always there.)
     fn wide_kernel(test: &str) -> Option<Simd> {
         let wide = Simd::widest();
         if wide != Simd::Portable {
@@ -630,10 +676,10 @@ mod tests {
         }
     }
 
-    /// The wide kernels (AVX2 build, pair and interleaved gathers) and the portable
-    /// build produce bit-identical outputs: every source format, downscales with
-    /// fractional steps (the 1920 → 416 bench ratio among them), upscales, crops at the
-    /// borders, rotations, nearest, and every destination element type.
+    /// The wide kernels (the AVX2 build or NEON, with their pair and interleaved gathers)
+    /// and the portable build produce bit-identical outputs: every source format,
+    /// downscales with fractional steps (the 1920 → 416 bench ratio among them), upscales,
+    /// crops at the borders, rotations, nearest, and every destination element type.
     #[test]
     fn every_instruction_set_gives_identical_bits() {
         let Some(wide) = wide_kernel("every_instruction_set_gives_identical_bits") else {

@@ -209,13 +209,16 @@ impl SpanTaps {
         self.max_first = self.first.iter().max().map_or(0, |&m| m as usize);
     }
 
-    /// [`SpanTaps::lerp`] of an f32 row with the AVX2 kernels: step 1 loads both taps of
-    /// a column as one pair, step 2 as one 4-float load; other steps take the two-index
-    /// form. Bit-identical to `lerp` either way.
-    #[cfg(target_arch = "x86_64")]
+    /// [`SpanTaps::lerp`] of an f32 row with the pair kernels of `simd` (AVX2 or NEON):
+    /// step 1 loads both taps of a column as one pair, step 2 as one 4-float load; other
+    /// steps, and `Simd::Portable`, take the two-index form. Bit-identical to `lerp`
+    /// either way.
     #[inline(always)]
-    fn lerp_avx2(&self, row: &[f32], weights: &[f32], out: &mut [f32]) {
+    fn lerp_wide(&self, simd: Simd, row: &[f32], weights: &[f32], out: &mut [f32]) {
         let n = out.len();
+        let Some(lanes) = simd.pair_lanes() else {
+            return self.lerp(row, weights, out);
+        };
         let reach = match self.pair_step {
             1 => 2,
             2 => 4,
@@ -225,17 +228,34 @@ impl SpanTaps {
         {
             return self.lerp(row, weights, out);
         }
-        let whole = n - n % 8;
+        let whole = n - n % lanes;
         let (first, w) = (&self.first[..whole], &self.pair_weights[..whole]);
-        // SAFETY: AVX2 is available (this runs only under `Simd::Avx2`); `first`, `w`
-        // and the output hold `whole` elements; every `first[j] + reach - 1 <
-        // max_first + reach <= row.len()`, and each kernel reads `reach` floats.
-        unsafe {
-            if self.pair_step == 1 {
-                super::x86::lerp_adjacent(row, first, w, &mut out[..whole]);
-            } else {
-                super::x86::lerp_quads::<2>(row, first, w, &mut out[..whole], None);
-            }
+        let out_whole = &mut out[..whole];
+        match simd {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
+            // `first`, `w` and the output hold `whole` elements, a multiple of 8; every
+            // `first[j] + reach - 1 < max_first + reach <= row.len()`, and each kernel
+            // reads `reach` floats.
+            Simd::Avx2 => unsafe {
+                if self.pair_step == 1 {
+                    super::x86::lerp_adjacent(row, first, w, out_whole);
+                } else {
+                    super::x86::lerp_quads::<2>(row, first, w, out_whole, None);
+                }
+            },
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            // SAFETY: as for AVX2, with `whole` a multiple of 4 (`neon::LANES`); NEON is
+            // part of the target's baseline.
+            Simd::Neon => unsafe {
+                if self.pair_step == 1 {
+                    super::neon::lerp_adjacent(row, first, w, out_whole);
+                } else {
+                    super::neon::lerp_quads::<2>(row, first, w, out_whole, None);
+                }
+            },
+            // Not reached (`pair_lanes` is None for it), but correct if it were.
+            Simd::Portable => self.lerp(row, &weights[..whole], out_whole),
         }
         let step = self.pair_step as usize;
         let tail = self.first[whole..n]
@@ -415,11 +435,12 @@ impl ColumnTables {
     }
 
     /// [`SpanTaps::lerp`] of the interleaved channels `a` and `b` (see
-    /// `interleaved_pair`) in one pass with AVX2. Bit-identical to two `lerp`s.
-    #[cfg(target_arch = "x86_64")]
+    /// `interleaved_pair`) in one pass with the quad kernels of `simd` (AVX2 or NEON).
+    /// Bit-identical to two `lerp`s.
     #[inline(always)]
-    fn lerp_interleaved_avx2(
+    fn lerp_interleaved_wide(
         &self,
+        simd: Simd,
         a: usize,
         b: usize,
         row: &[f32],
@@ -428,31 +449,56 @@ impl ColumnTables {
     ) {
         let (ta, tb) = (&self.span_taps[a], &self.span_taps[b]);
         let n = out_a.len();
-        // Floats read from each first tap: [a0 b0 a1 b1] at step 2; two 4-float loads
-        // ([a0 . b0 .], [a1 . b1 .]) at step 4.
+        // Floats read from each first tap: [a0 b0 a1 b1] at step 2; [a0 . b0 . a1 . b1 .]
+        // at step 4.
         let reach = if ta.pair_step == 2 { 4 } else { 8 };
-        if out_b.len() != n
-            || row.len() < ta.max_first + reach
-            || ta.first.len() < n
-            || ta.pair_weights.len() < n
-        {
-            let weights = &self.weights[..n];
-            ta.lerp(row, weights, out_a);
-            tb.lerp(row, weights, out_b);
-            return;
-        }
-        let whole = n - n % 8;
+        let lanes = match simd.pair_lanes() {
+            Some(lanes)
+                if out_b.len() == n
+                    && row.len() >= ta.max_first + reach
+                    && ta.first.len() >= n
+                    && ta.pair_weights.len() >= n =>
+            {
+                lanes
+            }
+            _ => {
+                let weights = &self.weights[..n];
+                ta.lerp(row, weights, out_a);
+                tb.lerp(row, weights, out_b);
+                return;
+            }
+        };
+        let whole = n - n % lanes;
         let (first, w) = (&ta.first[..whole], &ta.pair_weights[..whole]);
-        let (oa, ob) = (&mut out_a[..whole], Some(&mut out_b[..whole]));
-        // SAFETY: AVX2 is available (this runs only under `Simd::Avx2`); the slices
-        // passed all hold `whole` elements; every `first[j] + reach - 1 < max_first +
-        // reach <= row.len()`, and the kernel reads `reach` floats from each first tap
-        // (`interleaved_pair` holds only for steps 2 and 4 with `b` half a step after `a`).
-        unsafe {
-            if ta.pair_step == 2 {
-                super::x86::lerp_quads::<2>(row, first, w, oa, ob);
-            } else {
-                super::x86::lerp_quads::<4>(row, first, w, oa, ob);
+        let (oa, ob) = (&mut out_a[..whole], &mut out_b[..whole]);
+        match simd {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
+            // the slices passed all hold `whole` elements, a multiple of 8; every
+            // `first[j] + reach - 1 < max_first + reach <= row.len()`, and the kernel
+            // reads `reach` floats from each first tap (`interleaved_pair` holds only for
+            // steps 2 and 4 with `b` half a step after `a`).
+            Simd::Avx2 => unsafe {
+                if ta.pair_step == 2 {
+                    super::x86::lerp_quads::<2>(row, first, w, oa, Some(ob));
+                } else {
+                    super::x86::lerp_quads::<4>(row, first, w, oa, Some(ob));
+                }
+            },
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            // SAFETY: as for AVX2, with `whole` a multiple of 4 (`neon::LANES`); NEON is
+            // part of the target's baseline.
+            Simd::Neon => unsafe {
+                if ta.pair_step == 2 {
+                    super::neon::lerp_quads::<2>(row, first, w, oa, Some(ob));
+                } else {
+                    super::neon::lerp_quads::<4>(row, first, w, oa, Some(ob));
+                }
+            },
+            // Not reached (`pair_lanes` is None for it), but correct if it were.
+            Simd::Portable => {
+                ta.lerp(row, &self.weights[..whole], oa);
+                tb.lerp(row, &self.weights[..whole], ob);
             }
         }
         let (step, half) = (ta.pair_step as usize, ta.pair_step as usize / 2);
@@ -496,8 +542,8 @@ pub(crate) fn row_taps(
 /// each plane's two rows (contiguous, vectorised), then take two taps per channel from
 /// the blend; other rows take their taps straight from the source. Offsets come from the
 /// validated layout, so every index is in bounds; span-relative taps check their row's
-/// length once per row (`SpanTaps`), the rest index with checks. Under `Simd::Avx2` the
-/// blended rows' taps go through the pair kernels of `x86`.
+/// length once per row (`SpanTaps`), the rest index with checks. Under `Simd::Avx2` and
+/// `Simd::Neon` the blended rows' taps go through the pair kernels of `x86` and `neon`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn sample_row(
@@ -511,7 +557,6 @@ pub(crate) fn sample_row(
     blend: &mut [f32],
     simd: Simd,
 ) {
-    let _ = simd;
     let two_rows = row_weight != 0.0 && (0..count).any(|c| row_offsets[c][0] != row_offsets[c][1]);
     let blended = |c: usize| {
         two_rows && tables.plane_count > 0 && tables.planes[tables.channel_plane[c]].blend
@@ -542,8 +587,7 @@ pub(crate) fn sample_row(
     }
     let mut outs = outs;
     let mut done = [false; 3];
-    #[cfg(target_arch = "x86_64")]
-    if simd == Simd::Avx2
+    if simd.pair_lanes().is_some()
         && !tables.single_tap
         && let Some((a, b)) = tables.interleaved_pair.filter(|&(a, _)| blended(a))
     {
@@ -552,7 +596,7 @@ pub(crate) fn sample_row(
         let [o0, o1, o2] = &mut outs;
         let mut by_channel = [Some(&mut **o0), Some(&mut **o1), Some(&mut **o2)];
         if let (Some(out_a), Some(out_b)) = (by_channel[a].take(), by_channel[b].take()) {
-            tables.lerp_interleaved_avx2(a, b, row, out_a, out_b);
+            tables.lerp_interleaved_wide(simd, a, b, row, out_a, out_b);
             done[a] = true;
             done[b] = true;
         }
@@ -572,12 +616,7 @@ pub(crate) fn sample_row(
                 if tables.single_tap {
                     taps.nearest(row, out);
                 } else {
-                    #[cfg(target_arch = "x86_64")]
-                    if simd == Simd::Avx2 {
-                        taps.lerp_avx2(row, wa, out);
-                        continue;
-                    }
-                    taps.lerp(row, wa, out);
+                    taps.lerp_wide(simd, row, wa, out);
                 }
             } else {
                 let b0 = row_offsets[c][0];

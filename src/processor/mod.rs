@@ -285,6 +285,14 @@ impl ImageProcessor {
         self.backend
     }
 
+    /// The instruction set the CPU backend's kernel runs with: `"avx2"` (x86-64 with AVX2,
+    /// detected at run time), `"neon"` (aarch64) or `"portable"` (the target's baseline
+    /// build, or any target when `PINFRAME_CPU_SIMD=portable` is set). All give
+    /// bit-identical results; this says which one a benchmark measured.
+    pub fn cpu_kernel(&self) -> &'static str {
+        self.cpu.kernel()
+    }
+
     /// Whether the CPU backend spreads row bands over the rayon pool (default) or runs on
     /// the calling thread only.
     pub fn set_parallel(&mut self, parallel: bool) {

@@ -30,3 +30,21 @@ pub fn skip_unless_vm(test: &str) -> bool {
 pub fn under_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
+
+/// A command that starts `program`, a binary built for the same target as this test
+/// (the `pinframe` CLI, this test binary again). Set `PINFRAME_TEST_RUNNER` to run it
+/// through an emulator: the aarch64 lane sets it to the same `qemu-aarch64 -L ...` line
+/// it gives cargo as the target's runner, since cargo's runner starts only the test
+/// binary, not the processes a test starts.
+pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let runner = std::env::var("PINFRAME_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(emulator) => {
+            let mut c = std::process::Command::new(emulator);
+            c.args(words).arg(program);
+            c
+        }
+        None => std::process::Command::new(program),
+    }
+}

@@ -7,7 +7,8 @@ use half::f16;
 
 use crate::args::*;
 use pinframe::{
-    ConvertOptions, DType, Element, Error, ImageLayout, ImageProcessor, PixelFormat, Result,
+    Backend, ConvertOptions, DType, Element, Error, ImageLayout, ImageProcessor, PixelFormat,
+    Result,
 };
 
 #[derive(Args)]
@@ -91,8 +92,13 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         }
     };
     let per_frame = elapsed.as_secs_f64() / f64::from(args.frames);
+    // Which CPU kernel ran: timings of the AVX2, NEON and portable builds differ.
+    let kernel = match proc.backend() {
+        Backend::Cpu => format!(", {} kernel", proc.cpu_kernel()),
+        _ => String::new(),
+    };
     println!(
-        "{sw}x{sh} {} -> {dw}x{dh} {}/{dtype} on {} ({} threads): {:.3} ms per frame, {:.1} frames per second",
+        "{sw}x{sh} {} -> {dw}x{dh} {}/{dtype} on {} ({} threads{kernel}): {:.3} ms per frame, {:.1} frames per second",
         args.input_format,
         args.output_format,
         proc.backend(),

@@ -8,7 +8,8 @@ pub(crate) fn run() -> Result<()> {
     println!("pinframe {}", env!("CARGO_PKG_VERSION"));
     println!("backends:");
     println!(
-        "  cpu: fused kernels on {} thread(s)",
+        "  cpu: fused kernels ({}) on {} thread(s)",
+        ImageProcessor::with_backend(Backend::Cpu).map_or("unavailable", |p| p.cpu_kernel()),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     #[cfg(feature = "gl")]
