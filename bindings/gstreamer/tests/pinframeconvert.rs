@@ -212,24 +212,13 @@ fn frame(info: &gst_video::VideoInfo, padded: bool, seed: u32) -> gst::Buffer {
 fn every_pair(backend: Backend, reference: &mut ImageProcessor) -> usize {
     init();
     let b = backend.name();
-    let pipeline = gst::parse::launch(&format!(
+    let pipeline = launch_bin(&format!(
         "appsrc name=src format=time ! pinframeconvert name=conv backend={b} ! capsfilter name=f ! appsink name=sink sync=false"
-    ))
-    .unwrap()
-    .downcast::<gst::Bin>()
-    .unwrap();
-    let src = pipeline
-        .by_name("src")
-        .unwrap()
-        .downcast::<gst_app::AppSrc>()
-        .unwrap();
+    ));
+    let src = app_src(&pipeline);
     let conv = pipeline.by_name("conv").unwrap();
     let filter = pipeline.by_name("f").unwrap();
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
+    let sink = app_sink(&pipeline);
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
     let colorimetries = ["bt601", "bt709", "1:4:0:0", "bt2020"];
@@ -463,15 +452,8 @@ fn caps_it_cannot_convert_are_refused_with_a_message() {
         ),
     ];
     for (desc, needles) in cases {
-        let pipeline = gst::parse::launch(desc)
-            .unwrap()
-            .downcast::<gst::Bin>()
-            .unwrap();
-        let src = pipeline
-            .by_name("src")
-            .unwrap()
-            .downcast::<gst_app::AppSrc>()
-            .unwrap();
+        let pipeline = launch_bin(desc);
+        let src = app_src(&pipeline);
         let bus = pipeline.bus().unwrap();
         pipeline.set_state(gst::State::Playing).unwrap();
         let _ = src.push_buffer(gst::Buffer::with_size(64 * 48 * 3).unwrap());
@@ -498,23 +480,12 @@ fn caps_it_cannot_convert_are_refused_with_a_message() {
 #[test]
 fn runtime_failures_post_an_element_error() {
     init();
-    let pipeline = gst::parse::launch(
+    let pipeline = launch_bin(
         "appsrc name=src format=time caps=video/x-raw,format=YUY2,width=64,height=48,framerate=30/1 ! \
          pinframeconvert name=conv ! video/x-raw,format=RGB,width=32,height=32 ! appsink name=sink sync=false",
-    )
-    .unwrap()
-    .downcast::<gst::Bin>()
-    .unwrap();
-    let src = pipeline
-        .by_name("src")
-        .unwrap()
-        .downcast::<gst_app::AppSrc>()
-        .unwrap();
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
+    );
+    let src = app_src(&pipeline);
+    let sink = app_sink(&pipeline);
     let conv = pipeline.by_name("conv").unwrap();
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
@@ -546,18 +517,11 @@ fn runtime_failures_post_an_element_error() {
     pipeline.set_state(gst::State::Null).unwrap();
 
     // A buffer shorter than its caps.
-    let pipeline = gst::parse::launch(
+    let pipeline = launch_bin(
         "appsrc name=src format=time caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
          pinframeconvert name=conv ! video/x-raw,format=RGB,width=32,height=32 ! appsink name=sink sync=false",
-    )
-    .unwrap()
-    .downcast::<gst::Bin>()
-    .unwrap();
-    let src = pipeline
-        .by_name("src")
-        .unwrap()
-        .downcast::<gst_app::AppSrc>()
-        .unwrap();
+    );
+    let src = app_src(&pipeline);
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
     let _ = src.push_buffer(gst::Buffer::with_size(100).unwrap());
@@ -578,20 +542,13 @@ fn runtime_failures_post_an_element_error() {
 #[test]
 fn output_buffers_are_a_stable_pool() {
     init();
-    let pipeline = gst::parse::launch(
+    let pipeline = launch_bin(
         "videotestsrc num-buffers=60 ! video/x-raw,format=NV12,width=320,height=240 ! \
          pinframeconvert name=conv pool-size=3 backend=cpu ! \
          other/tensors,format=static,num_tensors=1,types=float32,dimensions=3:96:96:1 ! \
          appsink name=sink sync=false",
-    )
-    .unwrap()
-    .downcast::<gst::Bin>()
-    .unwrap();
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
+    );
+    let sink = app_sink(&pipeline);
     let conv = pipeline.by_name("conv").unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
     let mut identities = std::collections::BTreeSet::new();
@@ -633,24 +590,13 @@ fn the_plugin_streams_on_gl_after_the_other_copy_drops_its_last_processor() {
     let Some(test_copy) = gl_or_skip(test) else {
         return;
     };
-    let pipeline = gst::parse::launch(
+    let pipeline = launch_bin(
         "appsrc name=src format=time caps=video/x-raw,format=RGBA,width=16,height=12,framerate=30/1 \
          ! pinframeconvert backend=gl ! video/x-raw,format=RGB,width=8,height=6 \
          ! appsink name=sink sync=false",
-    )
-    .unwrap()
-    .downcast::<gst::Bin>()
-    .unwrap();
-    let src = pipeline
-        .by_name("src")
-        .unwrap()
-        .downcast::<gst_app::AppSrc>()
-        .unwrap();
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
+    );
+    let src = app_src(&pipeline);
+    let sink = app_sink(&pipeline);
     pipeline.set_state(gst::State::Playing).unwrap();
     let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgba, 16, 12)
         .build()

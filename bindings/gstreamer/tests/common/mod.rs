@@ -169,6 +169,30 @@ impl BusLog {
     }
 }
 
+/// A `gst-launch`-style pipeline as a bin (panics with the description if it does not parse).
+pub fn launch_bin(desc: &str) -> gst::Bin {
+    gst::parse::launch(desc)
+        .unwrap_or_else(|e| panic!("{desc}: {e}"))
+        .downcast::<gst::Bin>()
+        .unwrap()
+}
+
+/// The `appsrc name=src` of a pipeline.
+pub fn app_src(bin: &gst::Bin) -> gst_app::AppSrc {
+    bin.by_name("src")
+        .expect("an appsrc named src")
+        .downcast::<gst_app::AppSrc>()
+        .unwrap()
+}
+
+/// The `appsink name=sink` of a pipeline.
+pub fn app_sink(bin: &gst::Bin) -> gst_app::AppSink {
+    bin.by_name("sink")
+        .expect("an appsink named sink")
+        .downcast::<gst_app::AppSink>()
+        .unwrap()
+}
+
 /// Runs a `gst-launch`-style pipeline whose converter is named `conv` and whose last
 /// element is `appsink name=sink`; returns every (input buffer, output sample) pair, in
 /// order, and what the bus said. Inputs are taken by a probe on the converter's sink pad.
