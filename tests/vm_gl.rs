@@ -80,8 +80,12 @@ fn drm_image<T: Element>(layout: ImageLayout) -> Tensor<T> {
 }
 
 /// Allocates once through GBM so its process-wide device fd is open before fds are counted.
-fn warm_gbm() {
+/// Opens what stays open for the life of the process before a test counts fds: the GBM
+/// device, and the EGL display (pinframe never terminates a display: it is shared with
+/// every other EGL user in the process), so the count sees only what one test leaks.
+fn warm_up() {
     drop(Tensor::<u8>::new_dma_via(&[4096], &DmaRoute::Gbm(String::new())).unwrap());
+    drop(ImageProcessor::with_backend(Backend::Gl));
 }
 
 fn aligned(w: u32, h: u32, f: PixelFormat, dt: pinframe::DType) -> ImageLayout {
@@ -235,7 +239,7 @@ fn a_pool_of_four_buffers_is_imported_once_each() {
         return;
     }
     let _l = lock();
-    warm_gbm();
+    warm_up();
     let before = gl_image_counters();
     let fds_before = open_fds();
     let mut rng = Rng::new(12);
@@ -310,7 +314,7 @@ fn bad_buffers_are_errors_or_counted_fallbacks_without_leaks() {
     }
     let _l = lock();
     common::log_capture::install();
-    warm_gbm();
+    warm_up();
     let before = gl_image_counters();
     let fds_before = open_fds();
     let mut rng = Rng::new(13);
@@ -368,7 +372,7 @@ fn awkward_pitches_and_offsets_import_or_fall_back_without_leaks() {
         return;
     }
     let _l = lock();
-    warm_gbm();
+    warm_up();
     let before = gl_image_counters();
     let fds_before = open_fds();
     let mut rng = Rng::new(15);
@@ -435,7 +439,7 @@ fn camera_frames_go_to_a_dma_buf_tensor_without_copies() {
     use v4l::v4l2::vidioc;
     use v4l::video::Capture;
     let _l = lock();
-    warm_gbm();
+    warm_up();
     let before = gl_image_counters();
     let fds_before = open_fds();
     {

@@ -104,6 +104,13 @@ pub fn init() {
                 std::env::set_var("EGL_PLATFORM", "surfaceless");
             }
         }
+        // This copy loads libpinframe.so.0 (its runpath from target/<profile>/deps finds
+        // target/<profile>/libpinframe.so.0) before GStreamer loads the plugin through the
+        // symlink above, whose `$ORIGIN` is the symlink's folder: the plugin's request is
+        // then answered by soname with the same object (one guard), as in any process
+        // where another copy came first. The lane's gst-inspect step checks that the
+        // plugin finds the library on its own from target/release.
+        pinframe::tensor::cpu_mapping_guard().expect("libpinframe.so.0 for the shared guard");
         gst::init().expect("gst::init");
         assert!(
             gst::ElementFactory::find("pinframeconvert").is_some(),
