@@ -196,8 +196,8 @@ fn auto_memory_never_spends_dma_and_device_memory_prefers_it() {
     assert!(e.to_string().contains("auto, device"), "{e}");
 }
 
-#[test]
-fn every_buffer_of_a_multi_buffer_image_is_in_the_reported_memory() {
+/// A 64x4 NV12 image in two buffers (Y in buffer 0, UV in buffer 1), V4L2's NV12M.
+fn nv12m_64x4() -> ImageLayout {
     let planes = [
         Plane::new(0, 64),
         Plane {
@@ -206,7 +206,12 @@ fn every_buffer_of_a_multi_buffer_image_is_in_the_reported_memory() {
             stride: 64,
         },
     ];
-    let nv12m = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
+    ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap()
+}
+
+#[test]
+fn every_buffer_of_a_multi_buffer_image_is_in_the_reported_memory() {
+    let nv12m = nv12m_64x4();
     for request in [
         MemoryRequest::Auto,
         MemoryRequest::Device,
@@ -448,15 +453,7 @@ fn import_refuses_a_memfd_that_can_shrink() {
     // Every buffer of a multi-buffer image is checked, not only the first.
     let y = raw_memfd(sealable, 64 * 4, SealFlag::F_SEAL_SHRINK);
     let uv = raw_memfd(sealable, 64 * 2, SealFlag::empty());
-    let planes = [
-        Plane::new(0, 64),
-        Plane {
-            buffer: 1,
-            offset: 0,
-            stride: 64,
-        },
-    ];
-    let nv12 = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
+    let nv12 = nv12m_64x4();
     // SAFETY: refused before a tensor exists.
     let e = unsafe { Tensor::<u8>::import_planes(&[y.as_fd(), uv.as_fd()], nv12) }.unwrap_err();
     assert_eq!(e.kind(), pinframe::ErrorKind::ImportRefused, "{e}");
@@ -466,15 +463,7 @@ fn import_refuses_a_memfd_that_can_shrink() {
 fn multi_buffer_import_of_nv12_in_two_memfds() {
     let y = shm(64 * 4);
     let uv = shm(64 * 2);
-    let planes = [
-        Plane::new(0, 64),
-        Plane {
-            buffer: 1,
-            offset: 0,
-            stride: 64,
-        },
-    ];
-    let layout = ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap();
+    let layout = nv12m_64x4();
     // SAFETY: `y` and `uv` are not written while `t`'s view below is alive.
     let t = unsafe { Tensor::<u8>::import_planes(&[y.fd().unwrap(), uv.fd().unwrap()], layout) }
         .unwrap();

@@ -22,14 +22,21 @@ def test_the_guard_is_the_bundled_libpinframe():
     assert _mapped_libpinframe() == {os.path.realpath(bundled)}
 
 
+def _excluded_section(library):
+    """`pinframe_with_cpu_mappings_excluded` of a loaded libpinframe, and its callback type."""
+    callback_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    section = library.pinframe_with_cpu_mappings_excluded
+    section.argtypes = [callback_type, ctypes.c_void_p]
+    section.restype = ctypes.c_int
+    return section, callback_type
+
+
 def test_a_c_section_holds_off_the_python_copy():
     # Another copy of pinframe in this process: libpinframe's own, reached from C. The
     # loader has one object per soname, so the bare name gets the one the package loaded.
     c = ctypes.CDLL("libpinframe.so.0")
     assert len(_mapped_libpinframe()) == 1
-    callback_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-    c.pinframe_with_cpu_mappings_excluded.argtypes = [callback_type, ctypes.c_void_p]
-    c.pinframe_with_cpu_mappings_excluded.restype = ctypes.c_int
+    section, callback_type = _excluded_section(c)
     fresh = pinframe.Tensor.image(8, 8, "rgb", memory="shm")
     seen = []
 
@@ -44,7 +51,7 @@ def test_a_c_section_holds_off_the_python_copy():
         except pinframe.InvalidInput as e:
             seen.append(str(e))
 
-    assert c.pinframe_with_cpu_mappings_excluded(callback_type(inside), None) == 0
+    assert section(callback_type(inside), None) == 0
     assert len(seen) == 1 and seen[0] != "mapped", seen
     assert "excluded" in seen[0] or "section" in seen[0], seen[0]
     # After the section the same mapping works.
@@ -61,9 +68,7 @@ def test_a_second_libpinframe_file_is_a_second_guard(tmp_path):
     other_path = tmp_path / "libpinframe_other.so"
     other_path.write_bytes(open(bundled, "rb").read())
     other = ctypes.CDLL(str(other_path))
-    callback_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-    other.pinframe_with_cpu_mappings_excluded.argtypes = [callback_type, ctypes.c_void_p]
-    other.pinframe_with_cpu_mappings_excluded.restype = ctypes.c_int
+    section, callback_type = _excluded_section(other)
     fresh = pinframe.Tensor.image(8, 8, "rgb", memory="shm")
     seen = []
 
@@ -72,5 +77,5 @@ def test_a_second_libpinframe_file_is_a_second_guard(tmp_path):
             a[...] = 3
         seen.append("mapped")
 
-    assert other.pinframe_with_cpu_mappings_excluded(callback_type(inside), None) == 0
+    assert section(callback_type(inside), None) == 0
     assert seen == ["mapped"]
