@@ -23,20 +23,31 @@ pub fn in_vm() -> bool {
     std::env::var_os("PINFRAME_VM").is_some_and(|v| v == "1")
 }
 
-/// Where the plugin link and the registry live: `target/<profile>/gst-plugins/`, or a
+/// Where the plugin link and the registry live: `target/gst-tests-<profile>/`, or a
 /// folder under `/tmp` in the VM lane's guest (whose view of the host's root is read-only).
+/// Not inside `target/<profile>/`: GStreamer scans a `GST_PLUGIN_PATH` folder
+/// recursively, and the lane's `gst-inspect-1.0` with `target/release` would load the
+/// plugin through this folder's link.
 fn work_dir(deps: &std::path::Path) -> PathBuf {
     if in_vm() {
         std::env::temp_dir().join("pinframe-gst")
     } else {
-        deps.parent().expect("target/<profile>").join("gst-plugins")
+        let profile_dir = deps.parent().expect("target/<profile>");
+        let profile = profile_dir.file_name().expect("a profile folder");
+        profile_dir
+            .parent()
+            .expect("target/")
+            .join(format!("gst-tests-{}", profile.to_string_lossy()))
     }
 }
 
 /// A folder holding only the plugin this test run built, linked to
 /// `target/<profile>/deps/libgstpinframe.so` (`cargo test` builds the cdylib there and does
 /// not copy it up to `target/<profile>/`; `deps/` itself holds other shared objects
-/// GStreamer should not scan).
+/// GStreamer should not scan). The loader takes `$ORIGIN` from the path an object was
+/// opened by, the link's, so the folder above it gets a link to `libpinframe.so.0` too
+/// (`scripts/libpinframe-for-tests` makes `target/<profile>/libpinframe.so.0`): the
+/// plugin's runpath `$ORIGIN/..` finds it, as in an installed `<libdir>/gstreamer-1.0/`.
 pub fn plugin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let deps = exe
@@ -48,11 +59,22 @@ pub fn plugin_dir() -> PathBuf {
         "{} is missing: cargo builds it with the plugin's tests",
         built.display()
     );
-    let dir = work_dir(deps).join("plugin");
+    let guard_lib = deps.parent().unwrap().join("libpinframe.so.0");
+    assert!(
+        guard_lib.exists(),
+        "{} is missing: run scripts/libpinframe-for-tests (the plugin's CPU-mapping guard)",
+        guard_lib.display()
+    );
+    let work = work_dir(deps);
+    let dir = work.join("plugin");
     std::fs::create_dir_all(&dir).unwrap();
-    let link = dir.join("libgstpinframe.so");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(&built, &link).unwrap();
+    for (target, link) in [
+        (built, dir.join("libgstpinframe.so")),
+        (guard_lib, work.join("libpinframe.so.0")),
+    ] {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+    }
     dir
 }
 
@@ -104,12 +126,8 @@ pub fn init() {
                 std::env::set_var("EGL_PLATFORM", "surfaceless");
             }
         }
-        // This copy loads libpinframe.so.0 (its runpath from target/<profile>/deps finds
-        // target/<profile>/libpinframe.so.0) before GStreamer loads the plugin through the
-        // symlink above, whose `$ORIGIN` is the symlink's folder: the plugin's request is
-        // then answered by soname with the same object (one guard), as in any process
-        // where another copy came first. The lane's gst-inspect step checks that the
-        // plugin finds the library on its own from target/release.
+        // This copy's guard first: it fails here, naming the library, rather than as a
+        // plugin GStreamer silently could not register.
         pinframe::tensor::cpu_mapping_guard().expect("libpinframe.so.0 for the shared guard");
         gst::init().expect("gst::init");
         assert!(
