@@ -16,12 +16,14 @@ pub mod runtime;
 pub mod tensor;
 
 pub use convert::{
-    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Quantize, Rotation,
+    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Gamma, Interpolation, Isp,
+    Normalize, Quantize, Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use image::{Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range};
+pub use image::{
+    CfaPattern, CfaSite, Colorimetry, ImageLayout, Matrix, PixelFormat, Plane, Range, SampleStorage,
+};
 pub use processor::{Backend, ImageProcessor, ProcessorStats};
 pub use tensor::{
     Access, HostPin, MapGuard, MapGuardMut, Memory, MemoryRequest, Tensor, cpu_mapping_shared,

@@ -7,7 +7,7 @@ pub mod plan;
 
 pub use input::{ModelInput, TensorLayout};
 pub use options::{
-    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Normalize,
-    Quantize, Rotation,
+    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Gamma, Interpolation, Isp,
+    Normalize, Quantize, Rotation,
 };
 pub use plan::{Plan, SourceChannels, Taps};

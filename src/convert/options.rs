@@ -262,6 +262,113 @@ impl FromStr for Quantize {
     }
 }
 
+/// The transfer function a RAW conversion applies after its colour-correction matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Gamma {
+    /// None: the output stays linear in the sensor's light (scaled to 0..=255).
+    #[default]
+    Linear,
+    /// The sRGB curve (IEC 61966-2-1): `12.92 c` below 0.0031308, else
+    /// `1.055 c^(1/2.4) - 0.055`. Models trained on ordinary photos expect it.
+    Srgb,
+}
+
+impl FromStr for Gamma {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "linear" | "none" => Ok(Gamma::Linear),
+            "srgb" => Ok(Gamma::Srgb),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown gamma {s:?}; expected linear or srgb"
+            ))),
+        }
+    }
+}
+
+/// What a RAW (Bayer) conversion does before the geometry: the image-signal-processor
+/// steps a sensor's frames need. Every other source ignores it. The order is fixed
+/// (`src/convert/plan.rs` states it exactly): black level, white-balance gains (then the
+/// clip to the white level), demosaic, colour-correction matrix (then the clip to
+/// 0..=1), gamma, and only then the resampling, normalisation and quantisation every
+/// source gets. The defaults are a plain demosaic: black 0, gains 1, identity matrix,
+/// linear output.
+///
+/// ```
+/// use pinframe::{ConvertOptions, Gamma, Isp};
+/// // A 10-bit sensor with a black level of 64, daylight gains, sRGB output.
+/// let options = ConvertOptions {
+///     isp: Isp {
+///         black_level: [64; 4],
+///         gains: [1.9, 1.0, 1.6],
+///         gamma: Gamma::Srgb,
+///         ..Isp::IDENTITY
+///     },
+///     ..Default::default()
+/// };
+/// # let _ = options;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Isp {
+    /// The code a dark pixel reads, per CFA site in the order R, Gr (green on red rows),
+    /// Gb (green on blue rows), B, in the format's own units (0..=1023 for 10-bit
+    /// formats); below the white level `2^bits - 1`.
+    pub black_level: [u16; 4],
+    /// White-balance gains for R, G and B, applied after the black level; finite and
+    /// positive.
+    pub gains: [f32; 3],
+    /// The colour-correction matrix from camera RGB to output RGB (rows are output R, G,
+    /// B), applied to the demosaiced linear values; finite.
+    pub ccm: [[f32; 3]; 3],
+    /// The transfer function after the matrix.
+    pub gamma: Gamma,
+}
+
+impl Isp {
+    /// A plain demosaic: no black level, unit gains, identity matrix, linear output.
+    pub const IDENTITY: Isp = Isp {
+        black_level: [0; 4],
+        gains: [1.0; 3],
+        ccm: [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        gamma: Gamma::Linear,
+    };
+
+    /// Checks the parameters for a source whose white level is `white` (`2^bits - 1`).
+    pub fn validate(&self, white: u32) -> Result<()> {
+        const SITES: [&str; 4] = ["R", "Gr", "Gb", "B"];
+        for (site, &b) in SITES.iter().zip(&self.black_level) {
+            if u32::from(b) >= white {
+                return Err(Error::InvalidArgument(format!(
+                    "isp black level {b} at the {site} sites is not below the white level \
+                     {white} of this source; give a black level in the source's own units \
+                     (0..={})",
+                    white - 1
+                )));
+            }
+        }
+        for (c, &g) in ["R", "G", "B"].iter().zip(&self.gains) {
+            if !g.is_finite() || g <= 0.0 {
+                return Err(Error::InvalidArgument(format!(
+                    "isp gain {g} for {c} must be finite and positive (1.0 leaves it as is)"
+                )));
+            }
+        }
+        if self.ccm.iter().flatten().any(|v| !v.is_finite()) {
+            return Err(Error::InvalidArgument(format!(
+                "isp colour-correction matrix {:?} has a non-finite entry",
+                self.ccm
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Isp {
+    fn default() -> Self {
+        Isp::IDENTITY
+    }
+}
+
 /// Which YUV→RGB colorimetry a conversion uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ColorimetryChoice {
@@ -323,6 +430,9 @@ pub struct ConvertOptions {
     pub normalize: Normalize,
     /// Quantisation of `u8`/`i8` outputs (`None`: `u8` stores the 0..=255 value itself).
     pub quantize: Option<Quantize>,
+    /// The RAW steps of a Bayer source (black level, gains, colour matrix, gamma);
+    /// ignored for other sources.
+    pub isp: Isp,
 }
 
 /// What a conversion did, so results (e.g. detection boxes) can be mapped back to

@@ -29,6 +29,34 @@
 //!    zero_point - min`: one multiply-add, the same store. Alpha channels get 255 (`u8`),
 //!    127 (`i8`) or 1.0 (float).
 //!
+//! ## Sources of more than 8 bits, and RAW
+//!
+//! Rule 3's channel values are in 8-bit units (0..=255) for every source. A 16-bit word
+//! of P010/P012/P016 (significant bits high) reads as `word / 256`, so 10-bit limited
+//! range Y 64..=940 is 16..=235 as for NV12. `Y10`/`Y12`/`Y16` (significant bits low)
+//! read as `255 * word / (2^bits - 1)`.
+//!
+//! A Bayer source's pixel `(x, y)` reads as R, G, B ([`SourceChannels::Rgb`]) computed
+//! by [`RawPlan`] from its neighbourhood, in this order:
+//!
+//! 1. Black level and gains: each CFA sample `r` at a site `k` (R, Gr, Gb, B) becomes
+//!    `v = clamp((r - black[k]) * scale[k], 0, 1)` with `scale[k] = gain[colour of k] /
+//!    (white - black[k])`, `white = 2^bits - 1`. The clip is the sensor's: a saturated
+//!    site stays saturated after white balance.
+//! 2. Demosaic: Malvar-He-Cutler (the gradient-corrected linear filters of "High-quality
+//!    linear interpolation for demosaicing of Bayer-patterned color images", 2004, in
+//!    eighths): the site's own colour is `v` itself, the two missing ones are 5x5 filters
+//!    of the `v`s around it. The image's borders are mirrored without repeating the edge
+//!    sample (index -1 reads 1, -2 reads 2, `w` reads `w - 2`), which keeps every
+//!    neighbour's colour; a crop does not cut the neighbourhood (the filters read the
+//!    pixels around the crop).
+//! 3. Colour correction: `c = clamp(ccm * [r, g, b], 0, 1)`.
+//! 4. Gamma: sRGB or none, then `s = 255 * c`.
+//!
+//! Resampling (rule 3's interpolation) and everything after it follow, as for any RGB
+//! source: the ISP runs at source resolution on the pixels the taps read, so a resize
+//! never mixes raw samples of different colours.
+//!
 //! Destination pixels outside `valid` get `pad_value` (already in output-channel units,
 //! 0..=255), stored by rule 5.
 //!
@@ -37,9 +65,11 @@
 //! needs to know about the enclosing tensor.
 
 use super::options::{
-    ConvertInfo, ConvertOptions, Crop, Fit, Flip, Interpolation, Quantize, Rotation,
+    ConvertInfo, ConvertOptions, Crop, Fit, Flip, Gamma, Interpolation, Quantize, Rotation,
 };
-use crate::image::{Colorimetry, FormatFamily, ImageLayout, PixelFormat};
+use crate::image::{
+    CfaPattern, Colorimetry, FormatFamily, ImageLayout, PixelFormat, SampleStorage,
+};
 use crate::{DType, Error, Result};
 
 /// The destination element types conversions can produce.
@@ -72,6 +102,50 @@ impl SourceChannels {
             SourceChannels::Grey => 1,
             _ => 3,
         }
+    }
+}
+
+/// The RAW steps of a Bayer source (see the module documentation for their order and
+/// arithmetic), with the caller's [`crate::Isp`] folded into per-site constants.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RawPlan {
+    /// The colour filter array.
+    pub cfa: CfaPattern,
+    /// How the samples are stored.
+    pub storage: SampleStorage,
+    /// Black level per CFA site (R, Gr, Gb, B), in the source's units.
+    pub black: [f32; 4],
+    /// `gain[colour] / (white - black)` per CFA site (R, Gr, Gb, B).
+    pub scale: [f32; 4],
+    /// The colour-correction matrix, rows output R, G, B.
+    pub ccm: [[f32; 3]; 3],
+    /// The transfer function after the matrix.
+    pub gamma: Gamma,
+}
+
+impl RawPlan {
+    /// The RAW plan for a Bayer `format` with `isp`, or an error naming the parameter to
+    /// change.
+    pub fn new(format: PixelFormat, isp: &crate::Isp) -> Result<Option<RawPlan>> {
+        let Some(cfa) = format.cfa() else {
+            return Ok(None);
+        };
+        let storage = format.storage();
+        let white = storage.max_value();
+        isp.validate(white)?;
+        let sites = [0usize, 1, 1, 2];
+        let black = isp.black_level.map(f32::from);
+        let scale = [0, 1, 2, 3].map(|k| {
+            (f64::from(isp.gains[sites[k]]) / (f64::from(white) - f64::from(black[k]))) as f32
+        });
+        Ok(Some(RawPlan {
+            cfa,
+            storage,
+            black,
+            scale,
+            ccm: isp.ccm,
+            gamma: isp.gamma,
+        }))
     }
 }
 
@@ -167,12 +241,14 @@ pub struct Plan {
     pub dst_channel_positions: [usize; 3],
     /// Memory position of the alpha channel in a packed pixel, if the destination has one.
     pub dst_alpha_position: Option<usize>,
+    /// The RAW steps, for a Bayer source.
+    pub raw: Option<RawPlan>,
 }
 
 fn unsupported_dst_format(format: PixelFormat) -> Error {
     Error::Unsupported(format!(
-        "destination format {format} is YUV; convert to one of rgb bgr rgba bgra grey \
-         planar-rgb planar-bgr"
+        "destination format {format} is a source-only format (YUV, Bayer or deep grey); \
+         convert to one of rgb bgr rgba bgra grey planar-rgb planar-bgr"
     ))
 }
 
@@ -206,9 +282,10 @@ impl Plan {
                 src.dtype()
             )));
         }
-        if dst_format.is_yuv() {
+        if dst_format.is_source_only() {
             return Err(unsupported_dst_format(dst_format));
         }
+        let raw = RawPlan::new(src_format, &options.isp)?;
         let dst_dtype = dst.dtype();
         if !SUPPORTED_DST_DTYPES.contains(&dst_dtype) {
             return Err(Error::Unsupported(format!(
@@ -292,8 +369,10 @@ impl Plan {
         let dst_to_src = compose(&unflip_and_place, &compose(&unrotate, &to_oriented));
 
         let source_channels = match src_format.family() {
-            FormatFamily::Grey => SourceChannels::Grey,
-            FormatFamily::PackedRgb | FormatFamily::PlanarRgb => SourceChannels::Rgb,
+            FormatFamily::Grey | FormatFamily::DeepGrey => SourceChannels::Grey,
+            FormatFamily::PackedRgb | FormatFamily::PlanarRgb | FormatFamily::Bayer => {
+                SourceChannels::Rgb
+            }
             _ => SourceChannels::Yuv,
         };
         let colorimetry = (source_channels == SourceChannels::Yuv)
@@ -372,6 +451,7 @@ impl Plan {
             out_bias,
             dst_channel_positions,
             dst_alpha_position,
+            raw,
         })
     }
 

@@ -115,6 +115,12 @@ pub(crate) fn channel_sources(layout: &ImageLayout) -> ([ChannelSource; 3], usiz
             let (order, _) = format.rgb_order().unwrap_or(([0, 1, 2], None));
             (order.map(|plane| on_plane(plane, 1, 1, 1, 0, 0)), 3)
         }
+        // Decoded by `decode` (samples wider than a byte, or a demosaic), never sampled
+        // as bytes; the first plane stands in so the tables stay well-formed.
+        FormatFamily::Bayer | FormatFamily::DeepGrey | FormatFamily::SemiPlanarYuv16 => {
+            let g = on_plane(0, 1, 1, 1, 0, 0);
+            ([g, g, g], 1)
+        }
     }
 }
 

@@ -45,7 +45,10 @@ impl SourceKind {
             FormatFamily::Grey => SourceKind::Grey,
             FormatFamily::PackedRgb if format.channels() == 3 => SourceKind::Rgb3,
             FormatFamily::PackedRgb => SourceKind::Rgba4,
-            FormatFamily::PlanarRgb => {
+            FormatFamily::PlanarRgb
+            | FormatFamily::Bayer
+            | FormatFamily::DeepGrey
+            | FormatFamily::SemiPlanarYuv16 => {
                 return Err(Error::Unsupported(format!(
                     "{format} is not a GL source format (`Backend::Gl.source_formats()` lists \
                      them): convert it on the CPU backend, or capture an interleaved format"

@@ -80,7 +80,11 @@ fn ref_fetch(l: &ImageLayout, b: &[Vec<u8>], x: usize, y: usize) -> [f64; 3] {
             let base = y * st(0) + x * n;
             [at(0, base + o[0]), at(0, base + o[1]), at(0, base + o[2])]
         }
-        FormatFamily::PlanarRgb => unreachable!(),
+        // Not GL sources yet (SourceKind::of refuses them), so never fetched here.
+        FormatFamily::PlanarRgb
+        | FormatFamily::Bayer
+        | FormatFamily::DeepGrey
+        | FormatFamily::SemiPlanarYuv16 => unreachable!(),
     }
 }
 
@@ -375,6 +379,7 @@ fn geometry_rotations_flips_crops_letterbox_odd_sizes() {
                             crate::Quantize::per_channel([1.0 / 128.0, 0.01, 1.0 / 255.0], zero)
                         },
                     ),
+                    ..Default::default()
                 };
                 // Padded destination rows too.
                 let drow = ImageLayout::tight(dw, dh, df, dt).unwrap().planes()[0].stride;

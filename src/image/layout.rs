@@ -245,9 +245,25 @@ impl ImageLayout {
                 "image size {width}x{height} exceeds the {MAX_DIMENSION} pixel limit"
             )));
         }
-        if format.is_yuv() && dtype != DType::U8 {
+        if format.is_source_only() && dtype != DType::U8 {
             return Err(Error::InvalidLayout(format!(
-                "{format} is an 8-bit YUV format; {dtype} elements are not supported (use u8)"
+                "{format} is a source format of bytes; {dtype} elements are not supported (use \
+                 u8)"
+            )));
+        }
+        let (mw, mh) = format.size_multiple();
+        if width % mw != 0 || height % mh != 0 {
+            let why = if mw == 4 {
+                "a CSI-2 RAW10 row is whole 4-pixel groups of 5 bytes and a Bayer image whole \
+                 2x2 tiles"
+            } else {
+                "a Bayer image is whole 2x2 colour-filter tiles"
+            };
+            return Err(Error::InvalidLayout(format!(
+                "{width}x{height} {format}: the width must be a multiple of {mw} and the height \
+                 of {mh} ({why}); crop the frame to {}x{} (a conversion's crop may still be odd)",
+                width / mw * mw,
+                height / mh * mh
             )));
         }
         Ok(())
@@ -375,6 +391,11 @@ impl ImageLayout {
             FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv420 => {
                 vec![h + self.plane_height(1) as usize, w]
             }
+            // Rows of bytes: a sample may span bytes (16-bit words, CSI-2 groups).
+            FormatFamily::Bayer | FormatFamily::DeepGrey => vec![h, self.plane_row_bytes(0)],
+            FormatFamily::SemiPlanarYuv16 => {
+                vec![h + self.plane_height(1) as usize, self.plane_row_bytes(0)]
+            }
         }
     }
 }
@@ -407,7 +428,13 @@ fn overflow(width: u32, height: u32, format: PixelFormat) -> Error {
 fn plane_samples(width: u32, format: PixelFormat, i: usize) -> u32 {
     match format.family() {
         FormatFamily::PackedYuv422 => div_ceil(width, 2) * 2,
-        FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv420 if i > 0 => div_ceil(width, 2),
+        FormatFamily::SemiPlanarYuv
+        | FormatFamily::PlanarYuv420
+        | FormatFamily::SemiPlanarYuv16
+            if i > 0 =>
+        {
+            div_ceil(width, 2)
+        }
         _ => width,
     }
 }
@@ -432,6 +459,12 @@ fn plane_row_bytes(width: u32, format: PixelFormat, dtype: DType, i: usize) -> O
         FormatFamily::PackedRgb => w
             .checked_mul(format.channels())?
             .checked_mul(dtype.size())?,
+        FormatFamily::Bayer | FormatFamily::DeepGrey => {
+            let (pixels, bytes) = format.storage().group();
+            w.div_ceil(pixels as usize).checked_mul(bytes)?
+        }
+        FormatFamily::SemiPlanarYuv16 if i > 0 => w.div_ceil(2).checked_mul(4)?,
+        FormatFamily::SemiPlanarYuv16 => w.checked_mul(2)?,
     };
     Some(samples_bytes)
 }

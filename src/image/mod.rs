@@ -5,7 +5,9 @@ mod format;
 mod layout;
 
 pub use colorimetry::{Colorimetry, Matrix, Range};
-pub use format::{FormatFamily, PixelFormat, fourcc, fourcc_to_string};
+pub use format::{
+    CfaPattern, CfaSite, FormatFamily, PixelFormat, SampleStorage, fourcc, fourcc_to_string,
+};
 pub use layout::{
     DRM_FORMAT_MOD_INVALID, DRM_FORMAT_MOD_LINEAR, ImageLayout, MAX_DIMENSION, MAX_PLANES, Plane,
 };

@@ -40,8 +40,8 @@ const DESTINATION_FORMATS: [PixelFormat; 7] = [
 /// destination layouts (no camera delivers them); GL refuses them with
 /// `Error::Unsupported`, the CPU backend converts them. Derived from `PixelFormat::ALL`
 /// at compile time, so a new format is listed without restating the others.
-const GL_SOURCE_FORMATS: [PixelFormat; 15] = {
-    let mut out = [PixelFormat::Grey; 15];
+const GL_SOURCE_FORMATS: [PixelFormat; PixelFormat::ALL.len() - 2] = {
+    let mut out = [PixelFormat::Grey; PixelFormat::ALL.len() - 2];
     let (mut i, mut n) = (0, 0);
     while i < PixelFormat::ALL.len() {
         let f = PixelFormat::ALL[i];

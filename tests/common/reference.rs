@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use pinframe::{
-    Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, ImageLayout,
-    Interpolation, PixelFormat, Rotation,
+    CfaSite, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, Gamma,
+    ImageLayout, Interpolation, Isp, PixelFormat, Rotation, SampleStorage,
 };
 
 /// 75% colour bars (vivid's default test pattern, and the Rec. 601/709 bar values the
@@ -55,12 +55,145 @@ pub fn random_buffers(layout: &ImageLayout, rng: &mut Rng, extra: usize) -> Vec<
         .collect()
 }
 
+/// The code stored for sample `(x, y)` of plane 0 of a Bayer or deep-grey image, as
+/// written (a 16-bit word may exceed the white level; the pipeline clips it).
+pub fn raw_code(bufs: &[Vec<u8>], l: &ImageLayout, x: u32, y: u32) -> u32 {
+    let p = l.planes()[0];
+    let (x, y) = (x as usize, y as usize);
+    let row = &bufs[p.buffer][p.offset + y * p.stride..];
+    let b = |i: usize| u32::from(row[i]);
+    match l.format().storage() {
+        SampleStorage::Byte => b(x),
+        SampleStorage::Le16Low { .. } | SampleStorage::Le16High { .. } => {
+            b(2 * x) | b(2 * x + 1) << 8
+        }
+        // CSI-2 RAW10: bytes 0..4 the high 8 bits of pixels 0..4, byte 4 their low 2 bits.
+        SampleStorage::Csi2Packed10 => {
+            let g = x / 4 * 5;
+            b(g + x % 4) << 2 | (b(g + 4) >> (2 * (x % 4))) & 3
+        }
+        // CSI-2 RAW12: bytes 0, 1 the high 8 bits of pixels 0, 1, byte 2 their low 4 bits.
+        SampleStorage::Csi2Packed12 => {
+            let g = x / 2 * 3;
+            b(g + x % 2) << 4 | (b(g + 2) >> (4 * (x % 2))) & 15
+        }
+    }
+}
+
+/// Writes `code` as sample `(x, y)` of plane 0 of a Bayer or deep-grey image (the
+/// inverse of [`raw_code`]), for building test frames.
+pub fn put_raw_code(bufs: &mut [Vec<u8>], l: &ImageLayout, x: u32, y: u32, code: u32) {
+    let p = l.planes()[0];
+    let (x, y) = (x as usize, y as usize);
+    let row = &mut bufs[p.buffer][p.offset + y * p.stride..];
+    match l.format().storage() {
+        SampleStorage::Byte => row[x] = code as u8,
+        SampleStorage::Le16Low { .. } | SampleStorage::Le16High { .. } => {
+            row[2 * x..2 * x + 2].copy_from_slice(&(code as u16).to_le_bytes());
+        }
+        SampleStorage::Csi2Packed10 => {
+            let (g, k) = (x / 4 * 5, x % 4);
+            row[g + k] = (code >> 2) as u8;
+            row[g + 4] = (row[g + 4] & !(3 << (2 * k))) | ((code & 3) << (2 * k)) as u8;
+        }
+        SampleStorage::Csi2Packed12 => {
+            let (g, k) = (x / 2 * 3, x % 2);
+            row[g + k] = (code >> 4) as u8;
+            row[g + 2] = (row[g + 2] & !(15 << (4 * k))) | ((code & 15) << (4 * k)) as u8;
+        }
+    }
+}
+
+/// Mirrors index `i` into `0..n` without repeating the edge (-1 -> 1, n -> n - 2), as
+/// often as a 5x5 neighbourhood needs on a 2-pixel-wide image.
+fn mirror(i: i64, n: i64) -> i64 {
+    let i = i.abs();
+    let i = if i >= n { 2 * (n - 1) - i } else { i };
+    i.abs()
+}
+
+/// The RAW pipeline of a Bayer source at pixel `(x, y)`, in f64 from its definition:
+/// black level and gains with the clip to 0..=1, Malvar-He-Cutler demosaic (mirrored
+/// borders), colour matrix with the clip, gamma, times 255.
+pub fn isp_pixel(bufs: &[Vec<u8>], l: &ImageLayout, isp: &Isp, x: u32, y: u32) -> [f64; 3] {
+    let cfa = l.format().cfa().expect("a Bayer format");
+    let white = f64::from(l.format().storage().max_value());
+    let (w, h) = (i64::from(l.width()), i64::from(l.height()));
+    let v = |dx: i64, dy: i64| -> f64 {
+        let (sx, sy) = (mirror(i64::from(x) + dx, w), mirror(i64::from(y) + dy, h));
+        let site = cfa.site(sx as u32, sy as u32);
+        let code = f64::from(raw_code(bufs, l, sx as u32, sy as u32)).min(white);
+        let black = f64::from(isp.black_level[site as usize]);
+        let gain = f64::from(isp.gains[site.channel()]);
+        ((code - black) / (white - black) * gain).clamp(0.0, 1.0)
+    };
+    let axes2 = v(-2, 0) + v(2, 0) + v(0, -2) + v(0, 2);
+    let diag = v(-1, -1) + v(1, -1) + v(-1, 1) + v(1, 1);
+    let centre = v(0, 0);
+    // Green at a red or blue site.
+    let green = (4.0 * centre + 2.0 * (v(-1, 0) + v(1, 0) + v(0, -1) + v(0, 1)) - axes2) / 8.0;
+    // Red or blue at a blue or red site, from its diagonal neighbours.
+    let across = (6.0 * centre + 2.0 * diag - 1.5 * axes2) / 8.0;
+    // Red or blue at a green site, from the neighbours left and right / above and below.
+    let beside = (5.0 * centre + 4.0 * (v(-1, 0) + v(1, 0)) - (v(-2, 0) + v(2, 0)) - diag
+        + 0.5 * (v(0, -2) + v(0, 2)))
+        / 8.0;
+    let above = (5.0 * centre + 4.0 * (v(0, -1) + v(0, 1)) - (v(0, -2) + v(0, 2)) - diag
+        + 0.5 * (v(-2, 0) + v(2, 0)))
+        / 8.0;
+    let rgb = match cfa.site(x, y) {
+        CfaSite::R => [centre, green, across],
+        CfaSite::B => [across, green, centre],
+        // Green on a red row: red left and right, blue above and below.
+        CfaSite::Gr => [beside, centre, above],
+        CfaSite::Gb => [above, centre, beside],
+    };
+    let m = isp.ccm;
+    [0, 1, 2].map(|r| {
+        let c = (0..3)
+            .map(|k| f64::from(m[r][k]) * rgb[k])
+            .sum::<f64>()
+            .clamp(0.0, 1.0);
+        let g = match isp.gamma {
+            Gamma::Linear => c,
+            Gamma::Srgb if c <= 0.0031308 => 12.92 * c,
+            Gamma::Srgb => 1.055 * c.powf(1.0 / 2.4) - 0.055,
+        };
+        255.0 * g
+    })
+}
+
 /// The source's channels at pixel (x, y): Y, U, V for YUV formats (the chroma sample
-/// that covers the pixel), R, G, B for RGB formats, and [g, g, g] for grey.
+/// that covers the pixel), R, G, B for RGB formats, and [g, g, g] for grey. Bayer
+/// sources give [`isp_pixel`] with the default [`Isp`]; see [`fetch_with`].
 pub fn fetch(bufs: &[Vec<u8>], l: &ImageLayout, x: u32, y: u32) -> [f64; 3] {
+    fetch_with(bufs, l, &Isp::IDENTITY, x, y)
+}
+
+/// [`fetch`] with the RAW steps `isp` for Bayer sources.
+pub fn fetch_with(bufs: &[Vec<u8>], l: &ImageLayout, isp: &Isp, x: u32, y: u32) -> [f64; 3] {
     use PixelFormat::*;
+    if l.format().cfa().is_some() {
+        return isp_pixel(bufs, l, isp, x, y);
+    }
+    let storage = l.format().storage();
+    if let SampleStorage::Le16Low { bits } = storage {
+        let white = f64::from((1u32 << bits) - 1);
+        let g = 255.0 * f64::from(raw_code(bufs, l, x, y)).min(white) / white;
+        return [g, g, g];
+    }
     let (x, y) = (x as usize, y as usize);
     let p = l.planes();
+    if let SampleStorage::Le16High { .. } = storage {
+        // P010/P012/P016: 16-bit words, read in 8-bit units as word / 256.
+        let word = |plane: usize, row: usize, col: usize| -> f64 {
+            let at = p[plane].offset + row * p[plane].stride + 2 * col;
+            let b = &bufs[p[plane].buffer];
+            f64::from(u16::from_le_bytes([b[at], b[at + 1]])) / 256.0
+        };
+        let (cx, cy) = (x / 2 * 2, y / 2);
+        return [word(0, y, x), word(1, cy, cx), word(1, cy, cx + 1)];
+    }
     let at = |plane: usize, row: usize, col: usize| -> f64 {
         f64::from(bufs[p[plane].buffer][p[plane].offset + row * p[plane].stride + col])
     };
@@ -108,15 +241,17 @@ pub fn fetch(bufs: &[Vec<u8>], l: &ImageLayout, x: u32, y: u32) -> [f64; 3] {
 }
 
 fn is_yuv(f: PixelFormat) -> bool {
-    !matches!(
+    use PixelFormat::*;
+    matches!(
         f,
-        PixelFormat::Grey
-            | PixelFormat::Rgb
-            | PixelFormat::Bgr
-            | PixelFormat::Rgba
-            | PixelFormat::Bgra
-            | PixelFormat::PlanarRgb
-            | PixelFormat::PlanarBgr
+        Yuyv | Uyvy | Yvyu | Vyuy | Nv12 | Nv21 | Nv16 | Nv61 | I420 | Yv12 | P010 | P012 | P016
+    )
+}
+
+fn is_grey(f: PixelFormat) -> bool {
+    matches!(
+        f,
+        PixelFormat::Grey | PixelFormat::Y10 | PixelFormat::Y12 | PixelFormat::Y16
     )
 }
 
@@ -167,7 +302,9 @@ pub fn reference(
     };
     let (m, y0) = colorimetry.yuv_to_rgb();
     let yuv = is_yuv(src.format());
-    let grey_src = src.format() == PixelFormat::Grey;
+    let grey_src = is_grey(src.format());
+    let fetch =
+        |bufs: &[Vec<u8>], l: &ImageLayout, x: u32, y: u32| fetch_with(bufs, l, &o.isp, x, y);
     let luma = |rgb: [f64; 3]| 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
 
     let mut out = Vec::with_capacity((dst_w * dst_h) as usize);

@@ -3,8 +3,8 @@
 use clap::Args;
 
 use pinframe::{
-    Backend, ColorimetryChoice, ConvertOptions, Crop, DType, Error, Fit, Flip, Interpolation,
-    Matrix, Normalize, Quantize, Range, Result, Rotation,
+    Backend, ColorimetryChoice, ConvertOptions, Crop, DType, Error, Fit, Flip, Gamma,
+    Interpolation, Isp, Matrix, Normalize, Quantize, Range, Result, Rotation,
 };
 
 /// A `WxH` size.
@@ -65,6 +65,22 @@ pub(crate) fn parse_rotation(s: &str) -> std::result::Result<Rotation, String> {
         .map_err(|_| format!("rotation {s:?} is not 0, 90, 180 or 270"))?;
     Rotation::from_degrees(degrees).map_err(|e| e.to_string())
 }
+/// One black level for every CFA site, or four (R, Gr, Gb, B).
+pub(crate) fn parse_black_level(s: &str) -> std::result::Result<[u16; 4], String> {
+    if !s.contains(',') {
+        let v = s
+            .trim()
+            .parse::<u16>()
+            .map_err(|_| format!("black level {s:?} is not a number (or R,Gr,Gb,B)"))?;
+        return Ok([v; 4]);
+    }
+    parse_list::<4, u16>(s, "black level (one value, or R,Gr,Gb,B)")
+}
+/// A 3x3 matrix, nine values row by row.
+pub(crate) fn parse_ccm(s: &str) -> std::result::Result<[[f32; 3]; 3], String> {
+    let v = parse_list::<9, f32>(s, "colour matrix (9 values, row by row)")?;
+    Ok([[v[0], v[1], v[2]], [v[3], v[4], v[5]], [v[6], v[7], v[8]]])
+}
 pub(crate) fn parse_interp(s: &str) -> std::result::Result<Interpolation, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
@@ -109,6 +125,18 @@ pub(crate) struct ProcessArgs {
     /// x the normalised value (--mean/--std).
     #[arg(long, value_name = "SCALE,ZERO_POINT", value_parser = parse_named::<Quantize>)]
     pub(crate) quantize: Option<Quantize>,
+    /// Bayer sources: black level in the source's units, one for every site or R,Gr,Gb,B.
+    #[arg(long, value_name = "N|R,GR,GB,B", default_value = "0", value_parser = parse_black_level)]
+    pub(crate) black_level: [u16; 4],
+    /// Bayer sources: white-balance gains.
+    #[arg(long, value_name = "R,G,B", default_value = "1,1,1", value_parser = parse_triple)]
+    pub(crate) wb_gains: [f32; 3],
+    /// Bayer sources: colour-correction matrix, nine values row by row.
+    #[arg(long, value_name = "M00,...,M22", value_parser = parse_ccm)]
+    pub(crate) ccm: Option<[[f32; 3]; 3]>,
+    /// Bayer sources: output transfer function.
+    #[arg(long, default_value = "linear", value_parser = parse_named::<Gamma>)]
+    pub(crate) gamma: Gamma,
     /// Backend to run on.
     #[arg(long, default_value = "auto", value_parser = parse_named::<Backend>)]
     pub(crate) backend: Backend,
@@ -137,6 +165,12 @@ impl ProcessArgs {
                 std: self.std.unwrap_or([1.0; 3]),
             },
             quantize: self.quantize,
+            isp: Isp {
+                black_level: self.black_level,
+                gains: self.wb_gains,
+                ccm: self.ccm.unwrap_or(Isp::IDENTITY.ccm),
+                gamma: self.gamma,
+            },
         })
     }
 }
