@@ -177,11 +177,14 @@ fn every_bayer_format_matches_the_reference_at_the_same_size() {
     eprintln!("largest error against the f64 reference: {worst:.3} (0..=255 units)");
 }
 
+/// Crop, flip, rotation, fit, filter and the destination size.
+type Geometry = (Option<Crop>, Flip, Rotation, Fit, Interpolation, (u32, u32));
+
 #[test]
 fn bayer_geometry_shifts_the_cfa_phase_and_stays_exact() {
     let mut rng = Rng::new(0x6E0);
     let mut proc = processor();
-    let geometries: [(Option<Crop>, Flip, Rotation, Fit, Interpolation, (u32, u32)); 7] = [
+    let geometries: [Geometry; 7] = [
         // Odd crop origins put a G, B or R site at the crop's top-left.
         (
             Some(Crop::new(1, 0, 37, 21)),
@@ -247,13 +250,10 @@ fn bayer_geometry_shifts_the_cfa_phase_and_stays_exact() {
     for (k, f) in bayer_formats().enumerate() {
         let src = ImageLayout::new(40, 24, f).unwrap();
         let bufs = random_frame(&src, &mut rng);
-        let (crop, flip, rotation, fit, interpolation, (dw, dh)) = geometries[k % geometries.len()];
-        for (j, &(crop, flip, rotation, fit, interpolation, (dw, dh))) in [
-            (crop, flip, rotation, fit, interpolation, (dw, dh)),
-            geometries[(k + 3) % geometries.len()],
-        ]
-        .iter()
-        .enumerate()
+        let n = geometries.len();
+        let pair = [geometries[k % n], geometries[(k + 3) % n]];
+        for (j, (crop, flip, rotation, fit, interpolation, (dw, dh))) in
+            pair.into_iter().enumerate()
         {
             let o = ConvertOptions {
                 crop,
