@@ -2,6 +2,11 @@
 //! (full-frame YUV→RGB), `fast_image_resize` (bilinear resize) and a plain loop for the
 //! letterbox layout and normalisation; plus a memcpy of the source frame as the floor.
 //!
+//! RAW sources (RGGB 8 and 10 bits) take the chain a user would write for them: a full-frame
+//! bilinear debayer (the cheapest demosaic, OpenCV's default; pinframe runs the costlier
+//! Malvar-He-Cutler) into 8-bit RGB, then the same resize and loop. The OpenCV chain is in
+//! `bindings/python/bench/bench_convert.py`.
+//!
 //! Both paths run on one thread (the fused one inside a 1-thread rayon pool, the chain's
 //! crates are single-threaded), so the ratio compares work, not core counts; `fused-pool`
 //! shows the fused path on the whole rayon pool for reference.
@@ -106,13 +111,59 @@ impl Out {
 fn source(format: PixelFormat) -> (ImageLayout, Vec<u8>) {
     let layout = ImageLayout::new(SRC_W, SRC_H, format).unwrap();
     let mut state = 0x1234_5678u32;
-    let bytes = (0..layout.required_len(0))
+    let mut bytes: Vec<u8> = (0..layout.required_len(0))
         .map(|_| {
             state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             (state >> 24) as u8
         })
         .collect();
+    if let pinframe::SampleStorage::Le16Low { bits } = format.storage() {
+        // Codes inside the format's range, as a sensor writes them.
+        for word in bytes.chunks_exact_mut(2) {
+            word[1] &= (1u8 << (bits - 8)) - 1;
+        }
+    }
     (layout, bytes)
+}
+
+/// A full-frame bilinear debayer of an RGGB frame of `T` samples into 8-bit RGB
+/// (`>> shift` for deeper samples), as a chain would run it before resizing: the missing
+/// colours of a site are the means of its nearest neighbours of that colour, the borders
+/// clamped.
+fn debayer_rggb<T: Copy + Into<u32>>(src: &[T], shift: u32, rgb: &mut [u8]) {
+    let (w, h) = (SRC_W as usize, SRC_H as usize);
+    let clamped = |x: isize, y: isize| -> u32 {
+        let x = x.clamp(0, w as isize - 1) as usize;
+        let y = y.clamp(0, h as isize - 1) as usize;
+        src[y * w + x].into()
+    };
+    for y in 0..h {
+        let interior_row = y > 0 && y + 1 < h;
+        for x in 0..w {
+            // Interior pixels index directly; the one-pixel frame clamps.
+            let at = |dx: isize, dy: isize| -> u32 {
+                if interior_row && x > 0 && x + 1 < w {
+                    let i = (y as isize + dy) as usize * w + (x as isize + dx) as usize;
+                    src[i].into()
+                } else {
+                    clamped(x as isize + dx, y as isize + dy)
+                }
+            };
+            let centre = at(0, 0);
+            let cross = || (at(-1, 0) + at(1, 0) + at(0, -1) + at(0, 1)) / 4;
+            let diag = || (at(-1, -1) + at(1, -1) + at(-1, 1) + at(1, 1)) / 4;
+            let across = || (at(-1, 0) + at(1, 0)) / 2;
+            let along = || (at(0, -1) + at(0, 1)) / 2;
+            let [r, g, b] = match (x & 1, y & 1) {
+                (0, 0) => [centre, cross(), diag()],
+                (1, 1) => [diag(), cross(), centre],
+                (1, 0) => [across(), centre, along()],
+                _ => [along(), centre, across()],
+            };
+            rgb[(y * w + x) * 3..][..3]
+                .copy_from_slice(&[(r >> shift) as u8, (g >> shift) as u8, (b >> shift) as u8]);
+        }
+    }
 }
 
 /// The chain: YUV→RGB of the full frame, resize, then letterbox placement + layout +
@@ -149,6 +200,11 @@ impl Chain {
         let (out, side) = (self.out, self.side);
         let (range, matrix) = (YuvRange::Limited, YuvStandardMatrix::Bt709);
         match format {
+            PixelFormat::Rggb8 => debayer_rggb(src, 0, &mut self.rgb),
+            PixelFormat::Rggb10 => {
+                let words: &[u16] = bytemuck::cast_slice(src);
+                debayer_rggb(words, 2, &mut self.rgb);
+            }
             PixelFormat::Yuyv => {
                 let packed = YuvPackedImage {
                     yuy: src,
@@ -228,11 +284,24 @@ fn bench(c: &mut Criterion<CpuTime>) {
         .num_threads(1)
         .build()
         .unwrap();
-    for format in [PixelFormat::Yuyv, PixelFormat::Nv12] {
+    for format in [
+        PixelFormat::Yuyv,
+        PixelFormat::Nv12,
+        PixelFormat::Rggb8,
+        PixelFormat::Rggb10,
+    ] {
         let (src_layout, src) = source(format);
         let src_layout = src_layout.with_colorimetry(Some(pinframe::Colorimetry::BT709_LIMITED));
-        for side in [640u32, 416] {
-            for out in [Out::RgbU8, Out::PlanarF32, Out::PlanarI8] {
+        let raw = format.cfa().is_some();
+        // RAW: the case the issue names, 640 letterbox planar f32.
+        let sides: &[u32] = if raw { &[640] } else { &[640, 416] };
+        for &side in sides {
+            let outs: &[Out] = if raw {
+                &[Out::PlanarF32]
+            } else {
+                &[Out::RgbU8, Out::PlanarF32, Out::PlanarI8]
+            };
+            for &out in outs {
                 let (dst_format, dtype) = match out {
                     Out::RgbU8 => (PixelFormat::Rgb, DType::U8),
                     Out::PlanarF32 => (PixelFormat::PlanarRgb, DType::F32),
