@@ -316,6 +316,7 @@ fn gl_matches_cpu_on_geometry() {
                         };
                         Quantize::per_channel([0.03, 0.011, 0.009], zero)
                     }),
+                    ..Default::default()
                 };
                 let tight = ImageLayout::tight(dw, dh, df, dt).unwrap();
                 let pad = if cases % 2 == 0 {
