@@ -10,7 +10,7 @@ use pinframe::{
 };
 use reference::{
     DST_FORMATS, Readback, Rng, max_error, quantized_reference, random_buffers, read_back,
-    read_back_quantized, reference,
+    read_back_quantized, reference, source_size,
 };
 
 const SENTINEL: u8 = 0xA5;
@@ -94,8 +94,10 @@ fn same_size_every_source_destination_and_dtype() {
     let mut proc = processor();
     let normalize = Normalize::IMAGENET;
     for (k, &sf) in PixelFormat::ALL.iter().enumerate() {
-        // Odd sizes: the last chroma sample covers a single column/row.
-        let src = ImageLayout::new(13, 7, sf)
+        // Odd sizes: the last chroma sample covers a single column/row (Bayer: the
+        // nearest whole tiles).
+        let (sw, sh) = source_size(sf, 13, 7);
+        let src = ImageLayout::new(sw, sh, sf)
             .unwrap()
             .with_colorimetry(match k % 3 {
                 0 => None,
@@ -114,7 +116,10 @@ fn same_size_every_source_destination_and_dtype() {
             }
         }
     }
-    assert_eq!(proc.stats().frames, 17 * 7 * 4);
+    assert_eq!(
+        proc.stats().frames,
+        (PixelFormat::ALL.len() * DST_FORMATS.len() * 4) as u64
+    );
 }
 
 /// Published 75% colour-bar Y'CbCr values (white, yellow, cyan, green, magenta, red,
@@ -667,7 +672,8 @@ fn quantized_outputs_match_the_f64_reference() {
     let mut proc = processor();
     let mut cases = 0;
     for (k, &sf) in PixelFormat::ALL.iter().enumerate() {
-        let src = ImageLayout::new(29, 17, sf).unwrap();
+        let (sw, sh) = source_size(sf, 29, 17);
+        let src = ImageLayout::new(sw, sh, sf).unwrap();
         let bufs = random_buffers(&src, &mut rng, 3);
         for (j, &df) in DST_FORMATS.iter().enumerate() {
             for dt in [DType::U8, DType::I8] {
@@ -693,7 +699,7 @@ fn quantized_outputs_match_the_f64_reference() {
             }
         }
     }
-    assert_eq!(cases, 17 * 7 * 2 * 3);
+    assert_eq!(cases, PixelFormat::ALL.len() * DST_FORMATS.len() * 2 * 3);
 }
 
 #[test]
@@ -704,7 +710,8 @@ fn quantization_with_identity_parameters_is_the_plain_store() {
     let mut rng = Rng::new(5);
     let mut proc = processor();
     for sf in PixelFormat::ALL {
-        let src = ImageLayout::new(31, 9, sf).unwrap();
+        let (sw, sh) = source_size(sf, 31, 9);
+        let src = ImageLayout::new(sw, sh, sf).unwrap();
         let bufs = random_buffers(&src, &mut rng, 0);
         let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
         for (dt, zero) in [(DType::U8, 0), (DType::I8, -128)] {

@@ -9,7 +9,9 @@ use pinframe::{
     Normalize, PixelFormat, Rotation,
 };
 use proptest::prelude::*;
-use reference::{DST_FORMATS, Readback, Rng, max_error, random_buffers, read_back, reference};
+use reference::{
+    DST_FORMATS, Readback, Rng, max_error, random_buffers, read_back, reference, source_size,
+};
 
 #[derive(Debug, Clone)]
 struct Geometry {
@@ -46,6 +48,7 @@ fn geometry() -> impl Strategy<Value = Geometry> {
                 (dw, dh, df, dt),
                 (rot, flip, fit, nearest, seed),
             )| {
+                let (sw, sh) = source_size(PixelFormat::ALL[sf], sw, sh);
                 let crop = crop.then(|| {
                     let x = (a * f64::from(sw)) as u32;
                     let y = (b * f64::from(sh)) as u32;

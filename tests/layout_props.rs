@@ -33,6 +33,15 @@ fn plane_geometry(w: u64, h: u64, f: PixelFormat, d: DType, i: usize) -> (u64, u
         (FormatFamily::PlanarYuv420, _) => (cw, ch),
         (FormatFamily::Grey, _) | (FormatFamily::PlanarRgb, _) => (w * d.size() as u64, h),
         (FormatFamily::PackedRgb, _) => (w * f.channels() as u64 * d.size() as u64, h),
+        // Bayer: a byte, a 16-bit word, 5 bytes per 4 pixels (RAW10) or 3 per 2 (RAW12).
+        (FormatFamily::Bayer, _) => match f.storage().bits() {
+            8 => (w, h),
+            10 if f.storage().group().0 == 4 => (w / 4 * 5, h),
+            12 if f.storage().group().0 == 2 => (w / 2 * 3, h),
+            _ => (w * 2, h),
+        },
+        (FormatFamily::DeepGrey, _) | (FormatFamily::SemiPlanarYuv16, 0) => (w * 2, h),
+        (FormatFamily::SemiPlanarYuv16, _) => (cw * 4, ch),
         (family, _) => panic!("no reference geometry for {family:?}: add it here"),
     }
 }
@@ -55,7 +64,9 @@ proptest! {
             Err(e) => prop_assert!(matches!(e, Error::InvalidLayout(_)), "{e}"),
             Ok(l) => {
                 prop_assert!(w > 0 && h > 0);
-                prop_assert!(!f.is_yuv() || d == DType::U8);
+                prop_assert!(!f.is_source_only() || d == DType::U8);
+                let (mw, mh) = f.size_multiple();
+                prop_assert!(w % mw == 0 && h % mh == 0, "{w}x{h} {f} is not whole tiles");
                 let mut extents = Vec::new();
                 for (i, p) in planes.iter().enumerate() {
                     let (row, rows) = plane_geometry(u64::from(w), u64::from(h), f, d, i);

@@ -3,6 +3,7 @@
 //! pool. Kernels work on byte slices plus [`ImageLayout`]s, independent of tensors, so
 //! other backends can run them as their reference or fallback.
 
+mod decode;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 mod neon;
 mod sample;
@@ -16,6 +17,7 @@ use rayon::prelude::*;
 use crate::convert::Plan;
 use crate::image::{FormatFamily, ImageLayout};
 use crate::{DType, Element, Error, Result};
+use decode::{BandDecoder, DecodeTables};
 use sample::{ChannelSource, ColumnTables};
 use store::OutElement;
 
@@ -104,6 +106,7 @@ pub(crate) enum Threads {
 /// geometry again allocates nothing.
 pub(crate) struct CpuConverter {
     tables: ColumnTables,
+    decode: DecodeTables,
     rows: Vec<f32>,
     simd: Simd,
 }
@@ -112,6 +115,7 @@ impl Default for CpuConverter {
     fn default() -> Self {
         CpuConverter {
             tables: ColumnTables::default(),
+            decode: DecodeTables::default(),
             rows: Vec::new(),
             simd: Simd::detect(),
         }
@@ -134,6 +138,8 @@ struct Job<'a> {
     channels: [ChannelSource; 3],
     count: usize,
     tables: &'a ColumnTables,
+    /// Set for the sources `decode` reads (Bayer, 16-bit words).
+    decode: Option<&'a DecodeTables>,
     simd: Simd,
 }
 
@@ -238,8 +244,16 @@ impl CpuConverter {
         src_layout.validate_buffers(&src_lens[..src.len()])?;
         dst_layout.validate_buffers(&[std::mem::size_of_val(dst)])?;
 
-        let (channels, count) = sample::channel_sources(src_layout);
-        self.tables.build(plan, &channels, count);
+        let decoding = decode::decodes(src_layout);
+        let (channels, mut count) = sample::channel_sources(src_layout);
+        let extra = if decoding {
+            count = plan.source_channels.count();
+            self.decode.build(plan, src_layout);
+            self.decode.scratch_len()
+        } else {
+            self.tables.build(plan, &channels, count);
+            self.tables.blend_len()
+        };
         let vw = plan.valid[2] as usize;
         let height = plan.dst_height as usize;
         let pixels = plan.dst_width as usize * height;
@@ -250,7 +264,7 @@ impl CpuConverter {
         };
         let band_rows = height.div_ceil(bands);
         let bands = height.div_ceil(band_rows);
-        let band_scratch = ROWS_PER_BAND * vw + self.tables.blend_len();
+        let band_scratch = ROWS_PER_BAND * vw + extra;
         if self.rows.len() < bands * band_scratch {
             self.rows.resize(bands * band_scratch, 0.0);
         }
@@ -260,6 +274,7 @@ impl CpuConverter {
             channels,
             count,
             tables: &self.tables,
+            decode: decoding.then_some(&self.decode),
             simd: self.simd,
         };
         let scratch = &mut self.rows[..bands * band_scratch];
@@ -418,6 +433,11 @@ impl Job<'_> {
             pad_pixel[plan.dst_channel_positions[c]] = pad[c];
         }
         let (rows_scratch, blend) = scratch.split_at_mut(ROWS_PER_BAND * vw);
+        // The decode path uses the blend scratch for its rings; the byte path blends in it.
+        let (mut decoder, blend) = match self.decode {
+            Some(t) => (Some(BandDecoder::new(t, blend)), &mut [][..]),
+            None => (None, blend),
+        };
         let (src_rows, out_rows) = rows_scratch.split_at_mut(3 * vw);
         let (s0, rest) = src_rows.split_at_mut(vw);
         let (s1, s2) = rest.split_at_mut(vw);
@@ -429,19 +449,23 @@ impl Job<'_> {
             let dy = first_row + r;
             let inside = dy >= vy && dy < vy + vh;
             if inside {
-                let (row_offsets, row_weight) =
-                    sample::row_taps(plan, &self.channels, self.count, dy as u32);
-                sample::sample_row(
-                    self.src,
-                    &self.channels,
-                    self.count,
-                    self.tables,
-                    row_offsets,
-                    row_weight,
-                    [&mut *s0, &mut *s1, &mut *s2],
-                    blend,
-                    self.simd,
-                );
+                if let Some(decoder) = &mut decoder {
+                    decoder.sample_row(plan, self.src, dy as u32, [&mut *s0, &mut *s1, &mut *s2]);
+                } else {
+                    let (row_offsets, row_weight) =
+                        sample::row_taps(plan, &self.channels, self.count, dy as u32);
+                    sample::sample_row(
+                        self.src,
+                        &self.channels,
+                        self.count,
+                        self.tables,
+                        row_offsets,
+                        row_weight,
+                        [&mut *s0, &mut *s1, &mut *s2],
+                        blend,
+                        self.simd,
+                    );
+                }
                 let s: [&[f32]; 3] = if self.count == 1 {
                     [&*s0, &*s0, &*s0]
                 } else {
@@ -637,8 +661,10 @@ mod tests {
                 return Ok(());
             };
             let format = PixelFormat::ALL[format];
-            // 4:2:x sources need even widths in a tight layout.
+            // 4:2:x sources need even widths in a tight layout, Bayer whole tiles.
             let sw = if format.chroma_subsampling().0 > 1 { sw & !1 } else { sw };
+            let (mw, mh) = format.size_multiple();
+            let (sw, sh) = (sw.div_ceil(mw) * mw, sh.div_ceil(mh) * mh);
             let src_layout = ImageLayout::new(sw, sh, format).unwrap();
             let src = random_bytes(src_layout.required_len(0), seed);
             let crop = crop.map(|(x, y, w, h)| {
@@ -756,6 +782,8 @@ mod tests {
         ];
         for format in PixelFormat::ALL {
             for &(sw, sh, dw, dh, crop, rotation, interpolation) in &geometries {
+                let (mw, mh) = format.size_multiple();
+                let (sw, sh) = (sw.div_ceil(mw) * mw, sh.div_ceil(mh) * mh);
                 let src_layout = ImageLayout::new(sw, sh, format).unwrap();
                 let src = random_bytes(src_layout.required_len(0), sw ^ dw);
                 let options = ConvertOptions {

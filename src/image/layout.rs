@@ -252,7 +252,7 @@ impl ImageLayout {
             )));
         }
         let (mw, mh) = format.size_multiple();
-        if width % mw != 0 || height % mh != 0 {
+        if !width.is_multiple_of(mw) || !height.is_multiple_of(mh) {
             let why = if mw == 4 {
                 "a CSI-2 RAW10 row is whole 4-pixel groups of 5 bytes and a Bayer image whole \
                  2x2 tiles"

@@ -22,6 +22,13 @@ pub const BARS_75_RGB: [[u8; 3]; 8] = [
     [0, 0, 0],
 ];
 
+/// `(w, h)` rounded up to the sizes `format` allows (whole 2x2 tiles for Bayer, whole
+/// 4-pixel groups for CSI-2 RAW10), so size-sweeping tests can run every format.
+pub fn source_size(format: PixelFormat, w: u32, h: u32) -> (u32, u32) {
+    let (mw, mh) = format.size_multiple();
+    (w.div_ceil(mw) * mw, h.div_ceil(mh) * mh)
+}
+
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 pub struct Rng(u64);
 
