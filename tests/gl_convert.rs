@@ -19,19 +19,12 @@ use pinframe::{
 };
 use reference::{
     DST_FORMATS, Readback, Rng, max_error, put_raw_code, quantized_reference, random_buffers,
-    raw_code, read_back, read_back_quantized, reference,
+    raw_code, read_back, read_back_quantized, reference, source_size,
 };
 
 /// The source formats the GL backend converts (planar RGB/BGR are CPU-only sources).
 const SOURCES: &[PixelFormat] = Backend::Gl.source_formats();
 const SENTINEL: u8 = 0xA5;
-
-/// `(w, h)` rounded up to the multiples `sf` needs (whole 2x2 CFA tiles for Bayer, whole
-/// 5-byte groups for CSI-2 RAW10).
-fn source_size(sf: PixelFormat, w: u32, h: u32) -> (u32, u32) {
-    let (mw, mh) = sf.size_multiple();
-    (w.div_ceil(mw) * mw, h.div_ceil(mh) * mh)
-}
 
 /// Random source buffers whose Bayer and deep-grey codes fit the format's bits (as a
 /// sensor writes them). Unmasked random words of a 10- or 12-bit format are nearly all
@@ -51,6 +44,27 @@ fn valid_buffers(src: &ImageLayout, rng: &mut Rng, extra: usize) -> Vec<Vec<u8>>
         }
     }
     bufs
+}
+
+/// The largest differences seen per group of sources (what the tests print, so the new
+/// formats' numbers can be read apart from the 8-bit ones).
+#[derive(Default)]
+struct Worst(std::collections::BTreeMap<String, Vec<f64>>);
+
+impl Worst {
+    fn note(&mut self, group: String, slot: usize, d: f64, slots: usize) {
+        let v = self.0.entry(group).or_insert_with(|| vec![0.0; slots]);
+        v[slot] = v[slot].max(d);
+    }
+}
+
+impl std::fmt::Display for Worst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (family, v) in &self.0 {
+            write!(f, "\n  {family}: {v:?}")?;
+        }
+        Ok(())
+    }
 }
 
 /// A processor on GL, or None after printing why (a panic under CI=true).
@@ -169,7 +183,7 @@ fn gl_matches_cpu_on_every_format_pair_and_dtype() {
     };
     let mut c = cpu();
     let mut rng = Rng::new(1);
-    let mut worst = [0.0f64; 4];
+    let mut worst = Worst::default();
     for &sf in SOURCES {
         let (sw, sh) = source_size(sf, 46, 30);
         let src = ImageLayout::new(sw, sh, sf).unwrap();
@@ -191,12 +205,12 @@ fn gl_matches_cpu_on_every_format_pair_and_dtype() {
                         d <= TOLERANCE,
                         "{sf} -> {w}x{h} {df}/{dt}: GL vs CPU differ by {d}"
                     );
-                    worst[k] = worst[k].max(d);
+                    worst.note(format!("{:?}", sf.family()), k, d, 4);
                 }
             }
         }
     }
-    eprintln!("GL vs CPU max diff, u8/i8 steps and f16/f32 in 1/255: {worst:?}");
+    eprintln!("GL vs CPU max diff per source family, u8/i8 steps and f16/f32 in 1/255:{worst}");
     let s = g.stats();
     assert_eq!(s.uploads, s.readbacks);
     assert_eq!(s.uploads, s.frames);
@@ -235,7 +249,7 @@ fn gl_quantized_matches_cpu_and_the_reference() {
             Quantize::per_channel([0.018, 0.02, 0.021], [-10, 5, 0]),
         ),
     ];
-    let mut worst = (0.0f64, 0.0f64);
+    let mut worst = Worst::default();
     for &sf in SOURCES {
         let (sw, sh) = source_size(sf, 46, 30);
         let src = ImageLayout::new(sw, sh, sf).unwrap();
@@ -271,14 +285,12 @@ fn gl_quantized_matches_cpu_and_the_reference() {
                     d <= 1.0,
                     "{sf} -> {df}/{dt} {quantize:?}: GL vs CPU differ by {d}"
                 );
-                worst = (worst.0.max(d), worst.1.max(e));
+                worst.note(format!("{:?}", sf.family()), 0, d, 2);
+                worst.note(format!("{:?}", sf.family()), 1, e, 2);
             }
         }
     }
-    eprintln!(
-        "quantised: GL vs CPU max diff {}, GL vs reference {}",
-        worst.0, worst.1
-    );
+    eprintln!("quantised, per source family [GL vs CPU, GL vs reference]:{worst}");
 }
 
 /// The ISP a sensor's frames need, scaled to `sf`'s white level: per-site black levels,
@@ -348,7 +360,8 @@ fn gl_isp_matches_the_reference_and_cpu_on_every_bayer_format() {
             ),
         ]
     };
-    let (mut worst_ref, mut worst_cpu) = ([0.0f64; 2], [0.0f64; 2]);
+    // [vs reference u8, f32; vs CPU u8, f32] per sample storage.
+    let mut worst = Worst::default();
     for &sf in &bayer {
         let (w, h) = source_size(sf, 26, 18);
         // A padded stride, and odd for the 16-bit formats (so uploads repack the rows).
@@ -399,19 +412,19 @@ fn gl_isp_matches_the_reference_and_cpu_on_every_bayer_format() {
                     got[at],
                     want[at]
                 );
-                worst_ref[d] = worst_ref[d].max(e);
+                worst.note(format!("{:?}", sf.storage()), d, e, 4);
                 let d_cpu = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
                 assert!(
                     d_cpu <= 1.0,
                     "{sf} case {k} -> {df}/{dt}: GL vs CPU differ by {d_cpu}"
                 );
-                worst_cpu[d] = worst_cpu[d].max(d_cpu);
+                worst.note(format!("{:?}", sf.storage()), 2 + d, d_cpu, 4);
             }
         }
     }
     eprintln!(
-        "Bayer with an ISP (u8 steps, f32 in 1/255): GL vs reference {worst_ref:?}, \
-         GL vs CPU {worst_cpu:?}"
+        "Bayer with an ISP per storage [vs reference u8, f32; vs CPU u8, f32] (u8 steps, \
+         f32 in 1/255):{worst}"
     );
 }
 
