@@ -11,19 +11,61 @@ mod common;
 mod reference;
 
 use half::f16;
+use pinframe::image::FormatFamily;
 use pinframe::{
-    Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, ImageLayout,
-    ImageProcessor, Interpolation, Matrix, Memory, Normalize, PixelFormat, Quantize, Range,
-    Rotation, Tensor,
+    Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, Gamma,
+    ImageLayout, ImageProcessor, Interpolation, Isp, Matrix, Memory, Normalize, PixelFormat,
+    Quantize, Range, Rotation, SampleStorage, Tensor,
 };
 use reference::{
-    DST_FORMATS, Readback, Rng, max_error, quantized_reference, random_buffers,
-    read_back_quantized, reference,
+    DST_FORMATS, Readback, Rng, max_error, put_raw_code, quantized_reference, random_buffers,
+    raw_code, read_back, read_back_quantized, reference, source_size,
 };
 
 /// The source formats the GL backend converts (planar RGB/BGR are CPU-only sources).
 const SOURCES: &[PixelFormat] = Backend::Gl.source_formats();
 const SENTINEL: u8 = 0xA5;
+
+/// Random source buffers whose Bayer and deep-grey codes fit the format's bits (as a
+/// sensor writes them). Unmasked random words of a 10- or 12-bit format are nearly all
+/// above the white level and would test little but the clip.
+fn valid_buffers(src: &ImageLayout, rng: &mut Rng, extra: usize) -> Vec<Vec<u8>> {
+    let mut bufs = random_buffers(src, rng, extra);
+    let f = src.format();
+    if let (FormatFamily::Bayer | FormatFamily::DeepGrey, SampleStorage::Le16Low { bits }) =
+        (f.family(), f.storage())
+    {
+        let white = (1u32 << bits) - 1;
+        for y in 0..src.height() {
+            for x in 0..src.width() {
+                let code = raw_code(&bufs, src, x, y) & white;
+                put_raw_code(&mut bufs, src, x, y, code);
+            }
+        }
+    }
+    bufs
+}
+
+/// The largest differences seen per group of sources (what the tests print, so the new
+/// formats' numbers can be read apart from the 8-bit ones).
+#[derive(Default)]
+struct Worst(std::collections::BTreeMap<String, Vec<f64>>);
+
+impl Worst {
+    fn note(&mut self, group: String, slot: usize, d: f64, slots: usize) {
+        let v = self.0.entry(group).or_insert_with(|| vec![0.0; slots]);
+        v[slot] = v[slot].max(d);
+    }
+}
+
+impl std::fmt::Display for Worst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (family, v) in &self.0 {
+            write!(f, "\n  {family}: {v:?}")?;
+        }
+        Ok(())
+    }
+}
 
 /// A processor on GL, or None after printing why (a panic under CI=true).
 fn gl(test: &str) -> Option<ImageProcessor> {
@@ -141,17 +183,18 @@ fn gl_matches_cpu_on_every_format_pair_and_dtype() {
     };
     let mut c = cpu();
     let mut rng = Rng::new(1);
-    let mut worst = [0.0f64; 4];
+    let mut worst = Worst::default();
     for &sf in SOURCES {
-        let src = ImageLayout::new(46, 30, sf).unwrap();
-        let bufs = random_buffers(&src, &mut rng, 0);
+        let (sw, sh) = source_size(sf, 46, 30);
+        let src = ImageLayout::new(sw, sh, sf).unwrap();
+        let bufs = valid_buffers(&src, &mut rng, 0);
         for &df in DST_FORMATS {
             for (k, dt) in [DType::U8, DType::I8, DType::F16, DType::F32]
                 .into_iter()
                 .enumerate()
             {
                 // Same size (no resampling) and a downscale with bilinear taps.
-                for (w, h) in [(46, 30), (37, 23)] {
+                for (w, h) in [(sw, sh), (37, 23)] {
                     let dst = ImageLayout::tight(w, h, df, dt).unwrap();
                     let o = ConvertOptions {
                         normalize: Normalize::IMAGENET,
@@ -162,12 +205,12 @@ fn gl_matches_cpu_on_every_format_pair_and_dtype() {
                         d <= TOLERANCE,
                         "{sf} -> {w}x{h} {df}/{dt}: GL vs CPU differ by {d}"
                     );
-                    worst[k] = worst[k].max(d);
+                    worst.note(format!("{:?}", sf.family()), k, d, 4);
                 }
             }
         }
     }
-    eprintln!("GL vs CPU max diff, u8/i8 steps and f16/f32 in 1/255: {worst:?}");
+    eprintln!("GL vs CPU max diff per source family, u8/i8 steps and f16/f32 in 1/255:{worst}");
     let s = g.stats();
     assert_eq!(s.uploads, s.readbacks);
     assert_eq!(s.uploads, s.frames);
@@ -206,9 +249,11 @@ fn gl_quantized_matches_cpu_and_the_reference() {
             Quantize::per_channel([0.018, 0.02, 0.021], [-10, 5, 0]),
         ),
     ];
-    let mut worst = (0.0f64, 0.0f64);
+    let mut worst = Worst::default();
     for &sf in SOURCES {
-        let src = ImageLayout::new(46, 30, sf).unwrap();
+        let (sw, sh) = source_size(sf, 46, 30);
+        let src = ImageLayout::new(sw, sh, sf).unwrap();
+        // Unmasked: the deep formats' words above the white level are clipped.
         let bufs = random_buffers(&src, &mut rng, 0);
         for &df in DST_FORMATS {
             for &(dt, normalize, quantize) in &cases {
@@ -219,11 +264,6 @@ fn gl_quantized_matches_cpu_and_the_reference() {
                     quantize: Some(quantize),
                     ..Default::default()
                 };
-                let d = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
-                assert!(
-                    d <= 1.0,
-                    "{sf} -> {df}/{dt} {quantize:?}: GL vs CPU differ by {d}"
-                );
                 let want = reference(&bufs, &src, 27, 25, df, &o);
                 let want = quantized_reference(&want, &normalize, &quantize, dt);
                 let got = match dt {
@@ -240,13 +280,151 @@ fn gl_quantized_matches_cpu_and_the_reference() {
                     got[at],
                     want[at]
                 );
-                worst = (worst.0.max(d), worst.1.max(e));
+                let d = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
+                assert!(
+                    d <= 1.0,
+                    "{sf} -> {df}/{dt} {quantize:?}: GL vs CPU differ by {d}"
+                );
+                worst.note(format!("{:?}", sf.family()), 0, d, 2);
+                worst.note(format!("{:?}", sf.family()), 1, e, 2);
+            }
+        }
+    }
+    eprintln!("quantised, per source family [GL vs CPU, GL vs reference]:{worst}");
+}
+
+/// The ISP a sensor's frames need, scaled to `sf`'s white level: per-site black levels,
+/// daylight gains (enough to clip bright sites), a colour matrix with negative
+/// off-diagonals (rows summing to 1, as calibrated ones do) and the sRGB curve.
+fn sensor_isp(sf: PixelFormat) -> Isp {
+    let white = sf.storage().max_value();
+    Isp {
+        black_level: [64u32, 60, 68, 56].map(|b| (b * (white + 1) / 1024) as u16),
+        gains: [1.9, 1.0, 1.6],
+        ccm: [[1.6, -0.4, -0.2], [-0.3, 1.5, -0.2], [-0.1, -0.5, 1.6]],
+        gamma: Gamma::Srgb,
+    }
+}
+
+/// The RAW pipeline with a non-default ISP on every Bayer format: GL against the f64
+/// reference (tests/common/reference.rs) and against the CPU backend, within ±1 u8 step
+/// (1/255 for f32), at the source's size and through geometry: odd crops that shift the
+/// CFA phase, flips, a 90 degree rotation, letterbox and fill, nearest and bilinear.
+#[test]
+fn gl_isp_matches_the_reference_and_cpu_on_every_bayer_format() {
+    let Some(mut g) = gl("gl_isp_matches_the_reference_and_cpu_on_every_bayer_format") else {
+        return;
+    };
+    let mut c = cpu();
+    let mut rng = Rng::new(23);
+    let bayer: Vec<PixelFormat> = SOURCES
+        .iter()
+        .copied()
+        .filter(|f| f.family() == FormatFamily::Bayer)
+        .collect();
+    assert_eq!(bayer.len(), 24);
+    let geometry = |w: u32, h: u32| -> Vec<(u32, u32, ConvertOptions)> {
+        let base = ConvertOptions::default();
+        vec![
+            (w, h, base),
+            (
+                19,
+                23,
+                ConvertOptions {
+                    crop: Some(Crop::new(3, 1, w - 6, h - 4)),
+                    flip: Flip::Horizontal,
+                    rotation: Rotation::R90,
+                    fit: Fit::Letterbox { pad: [114, 7, 250] },
+                    ..base
+                },
+            ),
+            (
+                17,
+                13,
+                ConvertOptions {
+                    crop: Some(Crop::new(1, 2, w - 4, h - 3)),
+                    flip: Flip::Vertical,
+                    fit: Fit::Fill,
+                    interpolation: Interpolation::Nearest,
+                    ..base
+                },
+            ),
+            (
+                w / 2 + 1,
+                h + 3,
+                ConvertOptions {
+                    crop: Some(Crop::new(w - 7, h - 5, 7, 5)),
+                    rotation: Rotation::R270,
+                    ..base
+                },
+            ),
+        ]
+    };
+    // [vs reference u8, f32; vs CPU u8, f32] per sample storage.
+    let mut worst = Worst::default();
+    for &sf in &bayer {
+        let (w, h) = source_size(sf, 26, 18);
+        // A padded stride, and odd for the 16-bit formats (so uploads repack the rows).
+        let tight = ImageLayout::new(w, h, sf).unwrap().planes()[0].stride;
+        let src = ImageLayout::with_stride(w, h, sf, DType::U8, tight + 9).unwrap();
+        let bufs = valid_buffers(&src, &mut rng, 0);
+        for (k, (dw, dh, o)) in geometry(w, h).into_iter().enumerate() {
+            let o = ConvertOptions {
+                isp: sensor_isp(sf),
+                ..o
+            };
+            let want = reference(&bufs, &src, dw, dh, PixelFormat::Rgb, &o);
+            for (d, (df, dt)) in [
+                (PixelFormat::Rgb, DType::U8),
+                (PixelFormat::PlanarBgr, DType::F32),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let o = ConvertOptions {
+                    normalize: if dt == DType::F32 {
+                        Normalize::IMAGENET
+                    } else {
+                        Normalize::IDENTITY
+                    },
+                    ..o
+                };
+                let dst = ImageLayout::tight(dw, dh, df, dt).unwrap();
+                let got = match dt {
+                    DType::U8 => read_back(
+                        &run::<u8>(&mut g, &bufs, &src, &dst, &o),
+                        &dst,
+                        o.normalize.mean,
+                        o.normalize.std,
+                    ),
+                    _ => read_back(
+                        &run::<f32>(&mut g, &bufs, &src, &dst, &o),
+                        &dst,
+                        o.normalize.mean,
+                        o.normalize.std,
+                    ),
+                };
+                let (e, at) = max_error(&got, &want, df, dt);
+                assert!(
+                    e <= 1.0,
+                    "{sf} case {k} -> {df}/{dt}: GL vs the f64 reference differ by {e} at pixel \
+                     {at}: got {:?} want {:?}",
+                    got[at],
+                    want[at]
+                );
+                worst.note(format!("{:?}", sf.storage()), d, e, 4);
+                let d_cpu = compare(&mut g, &mut c, &bufs, &src, &dst, &o);
+                assert!(
+                    d_cpu <= 1.0,
+                    "{sf} case {k} -> {df}/{dt}: GL vs CPU differ by {d_cpu}"
+                );
+                worst.note(format!("{:?}", sf.storage()), 2 + d, d_cpu, 4);
             }
         }
     }
     eprintln!(
-        "quantised: GL vs CPU max diff {}, GL vs reference {}",
-        worst.0, worst.1
+        "Bayer with an ISP per storage [vs reference u8, f32; vs CPU u8, f32] (u8 steps, \
+         f32 in 1/255):{worst}"
     );
 }
 
@@ -267,13 +445,14 @@ fn gl_matches_cpu_on_geometry() {
     let mut cases = 0;
     let mut worst = 0.0f64;
     for (si, &sf) in SOURCES.iter().enumerate() {
-        // Odd sizes (4:2:x sources need a padded stride for an odd width) and padding.
-        let (sw, sh) = (41 + 2 * (si as u32 % 3), 27 + (si as u32 % 2));
-        let even = ImageLayout::new(sw + 1, sh, sf).unwrap();
+        // Odd sizes (4:2:x sources need a padded stride for an odd width; Bayer sources
+        // are whole CFA tiles, so theirs round up) and padding.
+        let (sw, sh) = source_size(sf, 41 + 2 * (si as u32 % 3), 27 + (si as u32 % 2));
+        let even = ImageLayout::new(sw.div_ceil(4) * 4, sh, sf).unwrap();
         let src =
             ImageLayout::with_stride(sw, sh, sf, DType::U8, even.planes()[0].stride + 7 + si * 4)
                 .unwrap();
-        let bufs = random_buffers(&src, &mut rng, 5);
+        let bufs = valid_buffers(&src, &mut rng, 5);
         for rotation in rotations {
             for flip in flips {
                 cases += 1;
@@ -350,9 +529,16 @@ fn tiny_images_and_a_tile_of_a_batch() {
         (PixelFormat::Nv12, 2, 2),
         (PixelFormat::Yuyv, 2, 1),
         (PixelFormat::Grey, 1, 3),
+        // A 2-pixel-wide CFA image mirrors the demosaic's neighbourhood twice.
+        (PixelFormat::Rggb8, 2, 2),
+        (PixelFormat::Gbrg12, 2, 4),
+        (PixelFormat::Bggr10P, 4, 2),
+        (PixelFormat::Grbg12P, 2, 2),
+        (PixelFormat::Y10, 1, 3),
+        (PixelFormat::P010, 1, 1),
     ] {
         let src = ImageLayout::new(sw, sh, sf).unwrap();
-        let bufs = random_buffers(&src, &mut rng, 0);
+        let bufs = valid_buffers(&src, &mut rng, 0);
         for (dw, dh) in [(1, 1), (2, 2), (5, 3), (641 % 17, 479 % 13)] {
             let dst = ImageLayout::tight(dw, dh, PixelFormat::Rgb, DType::U8).unwrap();
             let d = compare(
@@ -546,7 +732,7 @@ mod random_geometry {
         /// GL and CPU agree within ±2 everywhere.
         #[test]
         fn gl_matches_cpu(
-            sfi in 0usize..15, dfi in 0usize..7, dti in 0usize..4,
+            sfi in 0usize..SOURCES.len(), dfi in 0usize..7, dti in 0usize..4,
             sw in 1u32..40, sh in 1u32..30, dw in 1u32..40, dh in 1u32..40,
             cx in 0.0f64..1.0, cy in 0.0f64..1.0, cw in 0.0f64..1.0, ch in 0.0f64..1.0,
             rot in 0u32..4, flip in 0usize..3, fit in 0usize..3, nearest in any::<bool>(),
@@ -561,11 +747,12 @@ mod random_geometry {
             let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
             let mut c = cpu();
             let sf = SOURCES[sfi];
-            // 4:2:x sources need even sizes unless the stride leaves room.
-            let (sw, sh) = if sf.is_yuv() { (sw.max(2) & !1, sh.max(2) & !1) } else { (sw, sh) };
+            // 4:2:x sources need even sizes unless the stride leaves room; Bayer sources
+            // are whole CFA tiles (and CSI-2 RAW10 rows whole 5-byte groups).
+            let (sw, sh) = if sf.is_yuv() { (sw.max(2) & !1, sh.max(2) & !1) } else { source_size(sf, sw, sh) };
             let base = ImageLayout::new(sw, sh, sf).unwrap();
             let src = ImageLayout::with_stride(sw, sh, sf, DType::U8, base.planes()[0].stride + stride_pad * 2).unwrap();
-            let bufs = random_buffers(&src, &mut reference::Rng::new(seed), 3);
+            let bufs = valid_buffers(&src, &mut reference::Rng::new(seed), 3);
             let x = (cx * f64::from(sw - 1)) as u32;
             let y = (cy * f64::from(sh - 1)) as u32;
             let w = 1 + (cw * f64::from(sw - x - 1)) as u32;

@@ -3,7 +3,7 @@
 use glow::HasContext;
 
 use super::egl::Current;
-use crate::image::{FormatFamily, PixelFormat};
+use crate::image::{FormatFamily, PixelFormat, SampleStorage};
 use crate::{Error, Result};
 
 const VERTEX: &str = include_str!("../../shaders/fullscreen.vert.glsl");
@@ -24,16 +24,35 @@ pub(crate) enum SourceKind {
     Rgb3,
     /// RGBA/BGRA: one RGBA8 texel per pixel.
     Rgba4,
+    /// Bayer, one byte a sample: one R8 plane.
+    Bayer8,
+    /// Bayer, a little-endian 16-bit word a sample: one RG8 texel (low, high byte) per
+    /// pixel.
+    Bayer16,
+    /// Bayer, CSI-2 RAW10: one R8 plane as wide as a row's bytes (4 pixels in 5 texels).
+    Bayer10P,
+    /// Bayer, CSI-2 RAW12: one R8 plane as wide as a row's bytes (2 pixels in 3 texels).
+    Bayer12P,
+    /// Y10/Y12/Y16: one RG8 texel (low, high byte) per pixel.
+    DeepGrey,
+    /// P010/P012/P016: RG8 luma words + RGBA8 chroma (Cb low, Cb high, Cr low, Cr high).
+    SemiPlanar16,
 }
 
 impl SourceKind {
-    pub(crate) const ALL: [SourceKind; 6] = [
+    pub(crate) const ALL: [SourceKind; 12] = [
         SourceKind::Packed422,
         SourceKind::SemiPlanar,
         SourceKind::Planar420,
         SourceKind::Grey,
         SourceKind::Rgb3,
         SourceKind::Rgba4,
+        SourceKind::Bayer8,
+        SourceKind::Bayer16,
+        SourceKind::Bayer10P,
+        SourceKind::Bayer12P,
+        SourceKind::DeepGrey,
+        SourceKind::SemiPlanar16,
     ];
 
     /// The kind of a source format.
@@ -45,10 +64,17 @@ impl SourceKind {
             FormatFamily::Grey => SourceKind::Grey,
             FormatFamily::PackedRgb if format.channels() == 3 => SourceKind::Rgb3,
             FormatFamily::PackedRgb => SourceKind::Rgba4,
-            FormatFamily::PlanarRgb
-            | FormatFamily::Bayer
-            | FormatFamily::DeepGrey
-            | FormatFamily::SemiPlanarYuv16 => {
+            FormatFamily::Bayer => match format.storage() {
+                SampleStorage::Byte => SourceKind::Bayer8,
+                SampleStorage::Le16Low { .. } | SampleStorage::Le16High { .. } => {
+                    SourceKind::Bayer16
+                }
+                SampleStorage::Csi2Packed10 => SourceKind::Bayer10P,
+                SampleStorage::Csi2Packed12 => SourceKind::Bayer12P,
+            },
+            FormatFamily::DeepGrey => SourceKind::DeepGrey,
+            FormatFamily::SemiPlanarYuv16 => SourceKind::SemiPlanar16,
+            FormatFamily::PlanarRgb => {
                 return Err(Error::Unsupported(format!(
                     "{format} is not a GL source format (`Backend::Gl.source_formats()` lists \
                      them): convert it on the CPU backend, or capture an interleaved format"
@@ -65,6 +91,12 @@ impl SourceKind {
             SourceKind::Grey => "SRC_GREY",
             SourceKind::Rgb3 => "SRC_RGB3",
             SourceKind::Rgba4 => "SRC_RGBA4",
+            SourceKind::Bayer8 => "SRC_BAYER8",
+            SourceKind::Bayer16 => "SRC_BAYER16",
+            SourceKind::Bayer10P => "SRC_BAYER10P",
+            SourceKind::Bayer12P => "SRC_BAYER12P",
+            SourceKind::DeepGrey => "SRC_DEEPGREY",
+            SourceKind::SemiPlanar16 => "SRC_SEMIPLANAR16",
         }
     }
 }
@@ -88,6 +120,13 @@ pub(crate) struct Uniforms {
     pub(crate) map: Option<glow::UniformLocation>,
     pub(crate) scale: Option<glow::UniformLocation>,
     pub(crate) bias: Option<glow::UniformLocation>,
+    pub(crate) src_size: Option<glow::UniformLocation>,
+    pub(crate) white: Option<glow::UniformLocation>,
+    pub(crate) tile_site: Option<glow::UniformLocation>,
+    pub(crate) black: Option<glow::UniformLocation>,
+    pub(crate) gain: Option<glow::UniformLocation>,
+    pub(crate) ccm: [Option<glow::UniformLocation>; 3],
+    pub(crate) srgb: Option<glow::UniformLocation>,
 }
 
 /// A linked conversion program.
@@ -152,6 +191,13 @@ impl Program {
                 map: u("u_map"),
                 scale: u("u_scale"),
                 bias: u("u_bias"),
+                src_size: u("u_src_size"),
+                white: u("u_white"),
+                tile_site: u("u_tile_site"),
+                black: u("u_black"),
+                gain: u("u_gain"),
+                ccm: [u("u_ccm0"), u("u_ccm1"), u("u_ccm2")],
+                srgb: u("u_srgb"),
             };
             Ok(Program { program, uniforms })
         }

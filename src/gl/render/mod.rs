@@ -23,7 +23,9 @@ use glow::HasContext;
 
 use super::egl::Current;
 use super::program::{Program, SourceKind};
+use crate::convert::Gamma;
 use crate::convert::Plan;
+use crate::convert::plan::RawPlan;
 use crate::image::{FormatFamily, ImageLayout};
 use crate::{DType, Error, Result};
 
@@ -53,6 +55,42 @@ pub(crate) struct Draw {
     pub(crate) map: [i32; 4],
     /// Elements per packed pixel (1 for planar).
     pub(crate) chans: i32,
+    /// Source width and height in pixels (the bounds the demosaic mirrors at).
+    pub(crate) src_size: [i32; 2],
+    /// The source's white level `2^bits - 1` (deep and RAW sources clip codes to it).
+    pub(crate) white: i32,
+    /// The RAW steps of a Bayer source.
+    pub(crate) raw: Option<RawDraw>,
+}
+
+/// The plan's [`crate::convert::plan::RawPlan`] in the shader's terms: per-site constants
+/// rearranged by position in the 2x2 CFA tile (top-left, top-right, bottom-left,
+/// bottom-right), so the shader indexes them by `(y & 1) * 2 + (x & 1)` alone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct RawDraw {
+    /// The CFA site at each tile position (0 R, 1 Gr, 2 Gb, 3 B).
+    pub(crate) tile_site: [i32; 4],
+    /// The black level of the site at each tile position.
+    pub(crate) black: [f32; 4],
+    /// `gain / (white - black)` of the site at each tile position.
+    pub(crate) gain: [f32; 4],
+    /// The colour-correction matrix, rows output R, G, B.
+    pub(crate) ccm: [[f32; 3]; 3],
+    /// The sRGB curve after the matrix (else linear).
+    pub(crate) srgb: bool,
+}
+
+impl RawDraw {
+    fn from_plan(raw: &RawPlan) -> RawDraw {
+        let sites = raw.cfa.sites();
+        RawDraw {
+            tile_site: sites.map(|s| s as i32),
+            black: sites.map(|s| raw.black[s as usize]),
+            gain: sites.map(|s| raw.scale[s as usize]),
+            ccm: raw.ccm,
+            srgb: raw.gamma == Gamma::Srgb,
+        }
+    }
 }
 
 impl Draw {
@@ -104,6 +142,9 @@ impl Draw {
             bias: plan.out_bias,
             map,
             chans,
+            src_size: [plan.src_width as i32, plan.src_height as i32],
+            white: plan.src_format.storage().max_value() as i32,
+            raw: plan.raw.as_ref().map(RawDraw::from_plan),
         }
     }
 }
@@ -182,6 +223,15 @@ pub(crate) fn source_textures(layout: &ImageLayout) -> Result<Vec<PlaneTexture>>
         SourceKind::Grey => vec![pt(0, w, h, 1)],
         SourceKind::Rgb3 => vec![pt(0, w * 3, h, 1)],
         SourceKind::Rgba4 => vec![pt(0, w, h, 4)],
+        // One RG8 texel (low byte, high byte) per 16-bit word.
+        SourceKind::Bayer16 | SourceKind::DeepGrey => vec![pt(0, w, h, 2)],
+        SourceKind::Bayer8 => vec![pt(0, w, h, 1)],
+        // CSI-2 packed rows are bytes the shader unpacks: as wide as a row's bytes.
+        SourceKind::Bayer10P | SourceKind::Bayer12P => {
+            vec![pt(0, layout.plane_row_bytes(0) as u32, h, 1)]
+        }
+        // Chroma: one RGBA8 texel (Cb low, Cb high, Cr low, Cr high) per CbCr pair.
+        SourceKind::SemiPlanar16 => vec![pt(0, w, h, 2), pt(1, w.div_ceil(2), h.div_ceil(2), 4)],
     })
 }
 
@@ -253,6 +303,11 @@ impl Renderer {
     ) -> Result<()> {
         let sf = src_layout.format();
         let kind = SourceKind::of(sf)?;
+        if sf.cfa().is_some() && draw.raw.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "the draw for the {sf} source has no RAW steps; make the plan with Plan::new"
+            )));
+        }
         if self.vao.is_none() {
             // SAFETY: the context is current (`gl`).
             let vao = unsafe { gl.create_vertex_array() }
@@ -289,7 +344,14 @@ impl Renderer {
                     rgb_pos[k] = o[k] as i32;
                 }
             }
-            SourceKind::Planar420 | SourceKind::Grey => {}
+            SourceKind::Planar420
+            | SourceKind::Grey
+            | SourceKind::Bayer8
+            | SourceKind::Bayer16
+            | SourceKind::Bayer10P
+            | SourceKind::Bayer12P
+            | SourceKind::DeepGrey
+            | SourceKind::SemiPlanar16 => {}
         }
         let dtype_code = match dst_layout.dtype() {
             DType::U8 => 0,
@@ -339,6 +401,17 @@ impl Renderer {
             gl.uniform_4_i32(u.map.as_ref(), m[0], m[1], m[2], m[3]);
             gl.uniform_3_f32_slice(u.scale.as_ref(), &draw.scale);
             gl.uniform_3_f32_slice(u.bias.as_ref(), &draw.bias);
+            gl.uniform_2_i32(u.src_size.as_ref(), draw.src_size[0], draw.src_size[1]);
+            gl.uniform_1_i32(u.white.as_ref(), draw.white);
+            if let Some(raw) = &draw.raw {
+                gl.uniform_4_i32_slice(u.tile_site.as_ref(), &raw.tile_site);
+                gl.uniform_4_f32_slice(u.black.as_ref(), &raw.black);
+                gl.uniform_4_f32_slice(u.gain.as_ref(), &raw.gain);
+                for (loc, row) in u.ccm.iter().zip(&raw.ccm) {
+                    gl.uniform_3_f32_slice(loc.as_ref(), row);
+                }
+                gl.uniform_1_i32(u.srgb.as_ref(), raw.srgb as i32);
+            }
             gl.bind_vertex_array(vao);
             gl.draw_arrays(glow::TRIANGLES, 0, 3);
             gl.bind_vertex_array(None);
