@@ -322,3 +322,77 @@ fn bad_input_is_one_line_and_a_failure() {
     fails_with(&pinframe(&["convert", "--input", s(&ok_input)]), "required");
     fails_with(&pinframe(&["frobnicate"]), "frobnicate");
 }
+
+/// A 10-bit RGGB frame of one flat colour, with a black level of 64 and gains, through
+/// `--black-level`, `--wb-gains` and `--gamma`: a flat patch demosaics exactly, so every
+/// output pixel is the patch's colour through the sRGB curve. Bad RAW options are
+/// one-line errors.
+#[test]
+fn raw_bayer_with_isp_options() {
+    let dir = scratch("bayer");
+    let (w, h) = (16u32, 8u32);
+    // Linear colour (0.5, 0.25, 0.125) as a sensor with gains 2, 1, 1.5 records it:
+    // (code - 64) / 959 is about 0.25, 0.25 and 0.083 at the R, G and B sites.
+    let codes = [64 + 240, 64 + 240, 64 + 80];
+    let mut raw = Vec::new();
+    for y in 0..h {
+        for x in 0..w {
+            let site = match (x % 2, y % 2) {
+                (0, 0) => 0,
+                (1, 1) => 2,
+                _ => 1,
+            };
+            raw.extend_from_slice(&(codes[site] as u16).to_le_bytes());
+        }
+    }
+    let input = dir.join("frame.raw");
+    std::fs::write(&input, &raw).unwrap();
+    let output = dir.join("out.rgb");
+    let isp = [
+        "--black-level",
+        "64",
+        "--wb-gains",
+        "2,1,1.5",
+        "--gamma",
+        "srgb",
+    ];
+    ok(&convert_raw(&input, "rggb10", "16x8", &output, "rgb", &isp));
+    let srgb = |c: f64| 255.0 * (1.055 * c.powf(1.0 / 2.4) - 0.055);
+    let want = [srgb(0.5), srgb(0.25), srgb(0.125)];
+    let got = std::fs::read(&output).unwrap();
+    assert_eq!(got.len(), (w * h * 3) as usize);
+    for px in got.chunks_exact(3) {
+        for c in 0..3 {
+            assert!(
+                (f64::from(px[c]) - want[c]).abs() <= 1.0,
+                "{px:?} want {want:?}"
+            );
+        }
+    }
+    fails_with(
+        &convert_raw(
+            &input,
+            "rggb10",
+            "16x8",
+            &output,
+            "rgb",
+            &["--black-level", "1023"],
+        ),
+        "white level 1023",
+    );
+    fails_with(
+        &convert_raw(&input, "rggb10", "15x8", &output, "rgb", &[]),
+        "multiple of 2",
+    );
+    fails_with(
+        &convert_raw(
+            &input,
+            "rggb10",
+            "16x8",
+            &output,
+            "rgb",
+            &["--gamma", "rec709"],
+        ),
+        "linear or srgb",
+    );
+}
