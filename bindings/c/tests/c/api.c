@@ -186,7 +186,7 @@ static void tensor_image_and_layouts(void) {
         PINFRAME_ERROR_INVALID_INPUT, "unknown pixel format 99");
   FAILS(pinframe_tensor_image(8, 8, PINFRAME_FORMAT_YUYV, PINFRAME_DTYPE_F32,
                               PINFRAME_MEMORY_HEAP, &t),
-        PINFRAME_ERROR_INVALID_INPUT, "8-bit YUV format");
+        PINFRAME_ERROR_INVALID_INPUT, "yuyv is a source format of bytes");
   FAILS(pinframe_tensor_image(0, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8, PINFRAME_MEMORY_HEAP,
                               &t),
         PINFRAME_ERROR_INVALID_INPUT, "empty");
