@@ -987,16 +987,21 @@ impl BaseTransformImpl for PinframeConvert {
             return Ok(());
         }
         let size = input.size;
+        // A GstVideoMeta needs a GStreamer video format, which Bayer caps do not have: their
+        // buffers are at the caps' default stride, which needs no meta.
+        let video_meta = input.info.is_some();
         let pool = TensorPool::new(PoolSpec {
             layout,
             size,
             placement,
-            video_meta: true,
+            video_meta,
             source: true,
         });
         let mut config = pool.config();
         config.set_params(Some(&caps), size as u32, PROPOSED_POOL_MIN, 0);
-        config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+        if video_meta {
+            config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+        }
         pool.set_config(config)
             .map_err(|e| gst::loggable_error!(CAT, "configuring the proposed pool: {e}"))?;
         query.add_allocation_pool(Some(&pool), size as u32, PROPOSED_POOL_MIN, 0);
