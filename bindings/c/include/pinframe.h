@@ -115,6 +115,12 @@ typedef struct pinframe_tensor pinframe_tensor;
 
 // A pixel format: one of the `PINFRAME_FORMAT_*` values (pinframe's `PixelFormat`, the
 // same names as the CLI's). 0 means "none" where a field allows it.
+//
+// The Bayer (`RGGB8` .. `GBRG12P`), deep grey (`Y10` .. `Y16`) and `P010` .. `P016`
+// formats are conversion sources only, laid out as `PINFRAME_DTYPE_U8` bytes (a 16-bit
+// sample is two little-endian bytes); Bayer widths and heights are even (whole 2x2
+// tiles). Their RAW steps are the `black_level`, `wb_gains`, `ccm` and `gamma` of
+// `pinframe_convert_options`.
 typedef uint32_t pinframe_format;
 
 // How capture buffers are allocated: one of the `PINFRAME_BUFFER_MODE_*` values.
@@ -271,6 +277,9 @@ typedef uint32_t pinframe_matrix;
 // A YCbCr quantisation range: one of the `PINFRAME_RANGE_*` values.
 typedef uint32_t pinframe_range;
 
+// The transfer function of a RAW conversion: one of the `PINFRAME_GAMMA_*` values.
+typedef uint32_t pinframe_gamma;
+
 // Everything a conversion can be asked to do (pinframe's `ConvertOptions`). Set
 // `struct_size = sizeof(pinframe_convert_options)`, then `pinframe_convert_options_init`
 // for the defaults: the whole source, stretched, bilinear, colorimetry automatic, floats
@@ -308,6 +317,19 @@ typedef struct pinframe_convert_options {
   float mean[3];
   // See `mean`; every entry finite and non-zero.
   float std[3];
+  // RAW (Bayer) sources, ignored for others: the code a dark pixel reads per CFA site,
+  // R, Gr (green on red rows), Gb (green on blue rows), B, in the source's own units
+  // (0..=1023 for 10 bits); each below the white level `2^bits - 1`. Default 0.
+  // The RAW steps run in this order: black level, `wb_gains` (then the clip to the
+  // white level), demosaic, `ccm` (then the clip to 0..1), `gamma`.
+  uint16_t black_level[4];
+  // RAW sources: white-balance gains for R, G, B; finite and positive. Default 1.
+  float wb_gains[3];
+  // RAW sources: the colour-correction matrix from camera RGB to output RGB, rows are
+  // output R, G, B; finite. Default identity.
+  float ccm[3][3];
+  // RAW sources: a `PINFRAME_GAMMA_*` value. Default `PINFRAME_GAMMA_LINEAR`.
+  pinframe_gamma gamma;
 } pinframe_convert_options;
 
 // Which backend a processor runs on: one of the `PINFRAME_BACKEND_*` values.
@@ -463,6 +485,12 @@ typedef uint32_t pinframe_access;
 // Nearest neighbour.
 #define PINFRAME_INTERPOLATION_NEAREST 1
 
+// None: the output stays linear in the sensor's light.
+#define PINFRAME_GAMMA_LINEAR 0
+
+// The sRGB curve (IEC 61966-2-1), what models trained on ordinary photos expect.
+#define PINFRAME_GAMMA_SRGB 1
+
 // `uint8_t`.
 #define PINFRAME_DTYPE_U8 1
 
@@ -540,6 +568,96 @@ typedef uint32_t pinframe_access;
 
 // Three planes B, G, R (CHW).
 #define PINFRAME_FORMAT_PLANAR_BGR 17
+
+// Bayer R G / G B, 8 bits a byte.
+#define PINFRAME_FORMAT_RGGB8 18
+
+// Bayer B G / G R, 8 bits a byte.
+#define PINFRAME_FORMAT_BGGR8 19
+
+// Bayer G R / B G, 8 bits a byte.
+#define PINFRAME_FORMAT_GRBG8 20
+
+// Bayer G B / R G, 8 bits a byte.
+#define PINFRAME_FORMAT_GBRG8 21
+
+// Bayer R G / G B, 10 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_RGGB10 22
+
+// Bayer B G / G R, 10 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_BGGR10 23
+
+// Bayer G R / B G, 10 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_GRBG10 24
+
+// Bayer G B / R G, 10 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_GBRG10 25
+
+// Bayer R G / G B, 12 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_RGGB12 26
+
+// Bayer B G / G R, 12 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_BGGR12 27
+
+// Bayer G R / B G, 12 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_GRBG12 28
+
+// Bayer G B / R G, 12 bits in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_GBRG12 29
+
+// Bayer R G / G B, 16-bit little-endian words.
+#define PINFRAME_FORMAT_RGGB16 30
+
+// Bayer B G / G R, 16-bit little-endian words.
+#define PINFRAME_FORMAT_BGGR16 31
+
+// Bayer G R / B G, 16-bit little-endian words.
+#define PINFRAME_FORMAT_GRBG16 32
+
+// Bayer G B / R G, 16-bit little-endian words.
+#define PINFRAME_FORMAT_GBRG16 33
+
+// Bayer R G / G B, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+#define PINFRAME_FORMAT_RGGB10P 34
+
+// Bayer B G / G R, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+#define PINFRAME_FORMAT_BGGR10P 35
+
+// Bayer G R / B G, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+#define PINFRAME_FORMAT_GRBG10P 36
+
+// Bayer G B / R G, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+#define PINFRAME_FORMAT_GBRG10P 37
+
+// Bayer R G / G B, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+#define PINFRAME_FORMAT_RGGB12P 38
+
+// Bayer B G / G R, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+#define PINFRAME_FORMAT_BGGR12P 39
+
+// Bayer G R / B G, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+#define PINFRAME_FORMAT_GRBG12P 40
+
+// Bayer G B / R G, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+#define PINFRAME_FORMAT_GBRG12P 41
+
+// 10-bit luma in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_Y10 42
+
+// 12-bit luma in the low bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_Y12 43
+
+// 16-bit little-endian luma.
+#define PINFRAME_FORMAT_Y16 44
+
+// 4:2:0, a Y plane then interleaved CbCr, 10 bits in the high bits of little-endian 16-bit words.
+#define PINFRAME_FORMAT_P010 45
+
+// As P010 with 12 significant bits.
+#define PINFRAME_FORMAT_P012 46
+
+// As P010 with 16 significant bits.
+#define PINFRAME_FORMAT_P016 47
 
 // CPU memory shareable by fd: shared memory (memfd), else heap. Never DMA: a tensor
 // only the CPU touches does not spend a device's scarce CMA pool.

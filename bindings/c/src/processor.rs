@@ -3,8 +3,8 @@
 use std::sync::Mutex;
 
 use pinframe::{
-    Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip,
-    ImageProcessor, Interpolation, Normalize, Rotation,
+    Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Gamma,
+    ImageProcessor, Interpolation, Isp, Normalize, Rotation,
 };
 
 use crate::status::{
@@ -51,6 +51,14 @@ pub type pinframe_interpolation = u32;
 pub const PINFRAME_INTERPOLATION_BILINEAR: pinframe_interpolation = 0;
 /// Nearest neighbour.
 pub const PINFRAME_INTERPOLATION_NEAREST: pinframe_interpolation = 1;
+
+/// The transfer function of a RAW conversion: one of the `PINFRAME_GAMMA_*` values.
+#[allow(non_camel_case_types)]
+pub type pinframe_gamma = u32;
+/// None: the output stays linear in the sensor's light.
+pub const PINFRAME_GAMMA_LINEAR: pinframe_gamma = 0;
+/// The sRGB curve (IEC 61966-2-1), what models trained on ordinary photos expect.
+pub const PINFRAME_GAMMA_SRGB: pinframe_gamma = 1;
 
 /// A rectangle in source pixels.
 #[repr(C)]
@@ -105,6 +113,19 @@ pub struct pinframe_convert_options {
     pub mean: [f32; 3],
     /// See `mean`; every entry finite and non-zero.
     pub std: [f32; 3],
+    /// RAW (Bayer) sources, ignored for others: the code a dark pixel reads per CFA site,
+    /// R, Gr (green on red rows), Gb (green on blue rows), B, in the source's own units
+    /// (0..=1023 for 10 bits); each below the white level `2^bits - 1`. Default 0.
+    /// The RAW steps run in this order: black level, `wb_gains` (then the clip to the
+    /// white level), demosaic, `ccm` (then the clip to 0..1), `gamma`.
+    pub black_level: [u16; 4],
+    /// RAW sources: white-balance gains for R, G, B; finite and positive. Default 1.
+    pub wb_gains: [f32; 3],
+    /// RAW sources: the colour-correction matrix from camera RGB to output RGB, rows are
+    /// output R, G, B; finite. Default identity.
+    pub ccm: [[f32; 3]; 3],
+    /// RAW sources: a `PINFRAME_GAMMA_*` value. Default `PINFRAME_GAMMA_LINEAR`.
+    pub gamma: pinframe_gamma,
 }
 
 impl pinframe_convert_options {
@@ -123,6 +144,10 @@ impl pinframe_convert_options {
             range: PINFRAME_RANGE_AUTO,
             mean: d.normalize.mean,
             std: d.normalize.std,
+            black_level: d.isp.black_level,
+            wb_gains: d.isp.gains,
+            ccm: d.isp.ccm,
+            gamma: PINFRAME_GAMMA_LINEAR,
         }
     }
 
@@ -167,6 +192,15 @@ impl pinframe_convert_options {
             range_from(self.range)?,
             fallback,
         );
+        let gamma = match self.gamma {
+            PINFRAME_GAMMA_LINEAR => Gamma::Linear,
+            PINFRAME_GAMMA_SRGB => Gamma::Srgb,
+            n => {
+                return Err(Failure::invalid(format!(
+                    "unknown gamma {n}; use PINFRAME_GAMMA_LINEAR or PINFRAME_GAMMA_SRGB"
+                )));
+            }
+        };
         Ok(ConvertOptions {
             crop,
             flip,
@@ -177,6 +211,14 @@ impl pinframe_convert_options {
             normalize: Normalize {
                 mean: self.mean,
                 std: self.std,
+            },
+            // Checked against the source's white level by the conversion, whose error names
+            // the parameter.
+            isp: Isp {
+                black_level: self.black_level,
+                gains: self.wb_gains,
+                ccm: self.ccm,
+                gamma,
             },
             // Options this struct does not carry yet keep their defaults.
             ..ConvertOptions::default()

@@ -70,6 +70,12 @@ pub(crate) fn dtype_code(d: DType) -> pinframe_dtype {
 
 /// A pixel format: one of the `PINFRAME_FORMAT_*` values (pinframe's `PixelFormat`, the
 /// same names as the CLI's). 0 means "none" where a field allows it.
+///
+/// The Bayer (`RGGB8` .. `GBRG12P`), deep grey (`Y10` .. `Y16`) and `P010` .. `P016`
+/// formats are conversion sources only, laid out as `PINFRAME_DTYPE_U8` bytes (a 16-bit
+/// sample is two little-endian bytes); Bayer widths and heights are even (whole 2x2
+/// tiles). Their RAW steps are the `black_level`, `wb_gains`, `ccm` and `gamma` of
+/// `pinframe_convert_options`.
 #[allow(non_camel_case_types)]
 pub type pinframe_format = u32;
 /// Packed 4:2:2, bytes Y0 U Y1 V.
@@ -106,9 +112,69 @@ pub const PINFRAME_FORMAT_BGRA: pinframe_format = 15;
 pub const PINFRAME_FORMAT_PLANAR_RGB: pinframe_format = 16;
 /// Three planes B, G, R (CHW).
 pub const PINFRAME_FORMAT_PLANAR_BGR: pinframe_format = 17;
+/// Bayer R G / G B, 8 bits a byte.
+pub const PINFRAME_FORMAT_RGGB8: pinframe_format = 18;
+/// Bayer B G / G R, 8 bits a byte.
+pub const PINFRAME_FORMAT_BGGR8: pinframe_format = 19;
+/// Bayer G R / B G, 8 bits a byte.
+pub const PINFRAME_FORMAT_GRBG8: pinframe_format = 20;
+/// Bayer G B / R G, 8 bits a byte.
+pub const PINFRAME_FORMAT_GBRG8: pinframe_format = 21;
+/// Bayer R G / G B, 10 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_RGGB10: pinframe_format = 22;
+/// Bayer B G / G R, 10 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_BGGR10: pinframe_format = 23;
+/// Bayer G R / B G, 10 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_GRBG10: pinframe_format = 24;
+/// Bayer G B / R G, 10 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_GBRG10: pinframe_format = 25;
+/// Bayer R G / G B, 12 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_RGGB12: pinframe_format = 26;
+/// Bayer B G / G R, 12 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_BGGR12: pinframe_format = 27;
+/// Bayer G R / B G, 12 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_GRBG12: pinframe_format = 28;
+/// Bayer G B / R G, 12 bits in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_GBRG12: pinframe_format = 29;
+/// Bayer R G / G B, 16-bit little-endian words.
+pub const PINFRAME_FORMAT_RGGB16: pinframe_format = 30;
+/// Bayer B G / G R, 16-bit little-endian words.
+pub const PINFRAME_FORMAT_BGGR16: pinframe_format = 31;
+/// Bayer G R / B G, 16-bit little-endian words.
+pub const PINFRAME_FORMAT_GRBG16: pinframe_format = 32;
+/// Bayer G B / R G, 16-bit little-endian words.
+pub const PINFRAME_FORMAT_GBRG16: pinframe_format = 33;
+/// Bayer R G / G B, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+pub const PINFRAME_FORMAT_RGGB10P: pinframe_format = 34;
+/// Bayer B G / G R, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+pub const PINFRAME_FORMAT_BGGR10P: pinframe_format = 35;
+/// Bayer G R / B G, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+pub const PINFRAME_FORMAT_GRBG10P: pinframe_format = 36;
+/// Bayer G B / R G, MIPI CSI-2 packed 10 bits (4 pixels in 5 bytes).
+pub const PINFRAME_FORMAT_GBRG10P: pinframe_format = 37;
+/// Bayer R G / G B, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+pub const PINFRAME_FORMAT_RGGB12P: pinframe_format = 38;
+/// Bayer B G / G R, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+pub const PINFRAME_FORMAT_BGGR12P: pinframe_format = 39;
+/// Bayer G R / B G, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+pub const PINFRAME_FORMAT_GRBG12P: pinframe_format = 40;
+/// Bayer G B / R G, MIPI CSI-2 packed 12 bits (2 pixels in 3 bytes).
+pub const PINFRAME_FORMAT_GBRG12P: pinframe_format = 41;
+/// 10-bit luma in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_Y10: pinframe_format = 42;
+/// 12-bit luma in the low bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_Y12: pinframe_format = 43;
+/// 16-bit little-endian luma.
+pub const PINFRAME_FORMAT_Y16: pinframe_format = 44;
+/// 4:2:0, a Y plane then interleaved CbCr, 10 bits in the high bits of little-endian 16-bit words.
+pub const PINFRAME_FORMAT_P010: pinframe_format = 45;
+/// As P010 with 12 significant bits.
+pub const PINFRAME_FORMAT_P012: pinframe_format = 46;
+/// As P010 with 16 significant bits.
+pub const PINFRAME_FORMAT_P016: pinframe_format = 47;
 
 /// Every (code, format) pair, fixed for the ABI's life (new formats get new codes).
-const FORMATS: [(pinframe_format, PixelFormat); 17] = [
+const FORMATS: [(pinframe_format, PixelFormat); 47] = [
     (PINFRAME_FORMAT_YUYV, PixelFormat::Yuyv),
     (PINFRAME_FORMAT_UYVY, PixelFormat::Uyvy),
     (PINFRAME_FORMAT_YVYU, PixelFormat::Yvyu),
@@ -126,6 +192,36 @@ const FORMATS: [(pinframe_format, PixelFormat); 17] = [
     (PINFRAME_FORMAT_BGRA, PixelFormat::Bgra),
     (PINFRAME_FORMAT_PLANAR_RGB, PixelFormat::PlanarRgb),
     (PINFRAME_FORMAT_PLANAR_BGR, PixelFormat::PlanarBgr),
+    (PINFRAME_FORMAT_RGGB8, PixelFormat::Rggb8),
+    (PINFRAME_FORMAT_BGGR8, PixelFormat::Bggr8),
+    (PINFRAME_FORMAT_GRBG8, PixelFormat::Grbg8),
+    (PINFRAME_FORMAT_GBRG8, PixelFormat::Gbrg8),
+    (PINFRAME_FORMAT_RGGB10, PixelFormat::Rggb10),
+    (PINFRAME_FORMAT_BGGR10, PixelFormat::Bggr10),
+    (PINFRAME_FORMAT_GRBG10, PixelFormat::Grbg10),
+    (PINFRAME_FORMAT_GBRG10, PixelFormat::Gbrg10),
+    (PINFRAME_FORMAT_RGGB12, PixelFormat::Rggb12),
+    (PINFRAME_FORMAT_BGGR12, PixelFormat::Bggr12),
+    (PINFRAME_FORMAT_GRBG12, PixelFormat::Grbg12),
+    (PINFRAME_FORMAT_GBRG12, PixelFormat::Gbrg12),
+    (PINFRAME_FORMAT_RGGB16, PixelFormat::Rggb16),
+    (PINFRAME_FORMAT_BGGR16, PixelFormat::Bggr16),
+    (PINFRAME_FORMAT_GRBG16, PixelFormat::Grbg16),
+    (PINFRAME_FORMAT_GBRG16, PixelFormat::Gbrg16),
+    (PINFRAME_FORMAT_RGGB10P, PixelFormat::Rggb10P),
+    (PINFRAME_FORMAT_BGGR10P, PixelFormat::Bggr10P),
+    (PINFRAME_FORMAT_GRBG10P, PixelFormat::Grbg10P),
+    (PINFRAME_FORMAT_GBRG10P, PixelFormat::Gbrg10P),
+    (PINFRAME_FORMAT_RGGB12P, PixelFormat::Rggb12P),
+    (PINFRAME_FORMAT_BGGR12P, PixelFormat::Bggr12P),
+    (PINFRAME_FORMAT_GRBG12P, PixelFormat::Grbg12P),
+    (PINFRAME_FORMAT_GBRG12P, PixelFormat::Gbrg12P),
+    (PINFRAME_FORMAT_Y10, PixelFormat::Y10),
+    (PINFRAME_FORMAT_Y12, PixelFormat::Y12),
+    (PINFRAME_FORMAT_Y16, PixelFormat::Y16),
+    (PINFRAME_FORMAT_P010, PixelFormat::P010),
+    (PINFRAME_FORMAT_P012, PixelFormat::P012),
+    (PINFRAME_FORMAT_P016, PixelFormat::P016),
 ];
 
 pub(crate) fn format_from(code: pinframe_format) -> Outcome<PixelFormat> {
@@ -155,7 +251,7 @@ pub(crate) fn format_code(f: PixelFormat) -> Outcome<pinframe_format> {
 
 /// The lowercase name of a format (`"nv12"`), or NULL for an unknown code.
 pub(crate) fn format_name_ptr(code: pinframe_format) -> *const c_char {
-    const NAMES: [&std::ffi::CStr; 17] = [
+    const NAMES: [&std::ffi::CStr; 47] = [
         c"yuyv",
         c"uyvy",
         c"yvyu",
@@ -173,9 +269,39 @@ pub(crate) fn format_name_ptr(code: pinframe_format) -> *const c_char {
         c"bgra",
         c"planar-rgb",
         c"planar-bgr",
+        c"rggb8",
+        c"bggr8",
+        c"grbg8",
+        c"gbrg8",
+        c"rggb10",
+        c"bggr10",
+        c"grbg10",
+        c"gbrg10",
+        c"rggb12",
+        c"bggr12",
+        c"grbg12",
+        c"gbrg12",
+        c"rggb16",
+        c"bggr16",
+        c"grbg16",
+        c"gbrg16",
+        c"rggb10p",
+        c"bggr10p",
+        c"grbg10p",
+        c"gbrg10p",
+        c"rggb12p",
+        c"bggr12p",
+        c"grbg12p",
+        c"gbrg12p",
+        c"y10",
+        c"y12",
+        c"y16",
+        c"p010",
+        c"p012",
+        c"p016",
     ];
     match code {
-        1..=17 => NAMES[code as usize - 1].as_ptr(),
+        1..=47 => NAMES[code as usize - 1].as_ptr(),
         _ => std::ptr::null(),
     }
 }

@@ -14,6 +14,8 @@ use pinframe::{Backend, Colorimetry, DType, ImageLayout, Matrix, PixelFormat, Pl
 pub(crate) const TENSORS: &str = "other/tensors";
 /// Raw video.
 pub(crate) const VIDEO: &str = "video/x-raw";
+/// Bayer (colour-filter-array) frames, one byte a sample (GStreamer 1.22's only depth).
+pub(crate) const BAYER: &str = "video/x-bayer";
 
 /// The GStreamer video format of a pinframe pixel format, where GStreamer has one.
 pub(crate) fn video_format(f: PixelFormat) -> Option<VideoFormat> {
@@ -35,9 +37,36 @@ pub(crate) fn video_format(f: PixelFormat) -> Option<VideoFormat> {
         PixelFormat::Bgra => VideoFormat::Bgra,
         PixelFormat::PlanarRgb => VideoFormat::Rgbp,
         PixelFormat::PlanarBgr => VideoFormat::Bgrp,
-        // A format the library learns later is offered once it is mapped here.
+        PixelFormat::Y16 => VideoFormat::Gray16Le,
+        PixelFormat::P010 => VideoFormat::P01010le,
+        PixelFormat::P012 => VideoFormat::P012Le,
+        PixelFormat::P016 => VideoFormat::P016Le,
+        // Bayer formats travel as video/x-bayer (`bayer_format`). GStreamer 1.22 has no
+        // name for the others: Y10/Y12 in 16-bit words (its GRAY10_LE32 packs three
+        // samples in 32 bits), Bayer deeper than 8 bits, CSI-2 packed RAW. A format the
+        // library learns later is offered once it is mapped here.
         _ => return None,
     })
+}
+
+/// The `format` of a `video/x-bayer` caps for a pinframe Bayer format, where GStreamer
+/// has one (8 bits a sample).
+pub(crate) fn bayer_format(f: PixelFormat) -> Option<&'static str> {
+    Some(match f {
+        PixelFormat::Rggb8 => "rggb",
+        PixelFormat::Bggr8 => "bggr",
+        PixelFormat::Grbg8 => "grbg",
+        PixelFormat::Gbrg8 => "gbrg",
+        _ => return None,
+    })
+}
+
+/// The pinframe format of a `video/x-bayer` caps `format`.
+pub(crate) fn bayer_pixel_format(name: &str) -> Option<PixelFormat> {
+    PixelFormat::ALL
+        .iter()
+        .copied()
+        .find(|&f| bayer_format(f) == Some(name))
 }
 
 /// The pinframe pixel format of a GStreamer video format, if pinframe knows it.
@@ -56,6 +85,40 @@ pub(crate) fn video_formats(formats: &[PixelFormat]) -> Vec<VideoFormat> {
 /// The formats a backend takes as sources (the library's capability query).
 pub(crate) fn source_formats(backend: Backend) -> Vec<VideoFormat> {
     video_formats(backend.source_formats())
+}
+
+/// The `video/x-bayer` formats a backend takes as sources.
+pub(crate) fn bayer_source_formats(backend: Backend) -> Vec<&'static str> {
+    backend
+        .source_formats()
+        .iter()
+        .filter_map(|&f| bayer_format(f))
+        .collect()
+}
+
+/// What the element takes on its sink pad on `backend`: raw video in the backend's
+/// source formats and, when it converts any, Bayer frames; system memory and dma-bufs.
+pub(crate) fn sink_caps(backend: Backend, framerate: Option<&glib::SendValue>) -> gst::Caps {
+    let mut caps = with_dmabuf(video_structure(&source_formats(backend), framerate), true);
+    let bayer = bayer_source_formats(backend);
+    if !bayer.is_empty() {
+        caps.make_mut()
+            .append(with_dmabuf(bayer_structure(&bayer, framerate), true));
+    }
+    caps
+}
+
+/// What the sink takes, in words, for messages.
+pub(crate) fn sink_description(backend: Backend) -> String {
+    let bayer = bayer_source_formats(backend);
+    let mut text = format!(
+        "video/x-raw and video/x-raw(memory:DMABuf) in {}",
+        names(&source_formats(backend))
+    );
+    if !bayer.is_empty() {
+        text += &format!(", {BAYER} in {}", bayer.join(", "));
+    }
+    format!("{text} (backend {backend})")
 }
 
 /// The formats every backend writes (u8 video, or the layout of a tensor).
@@ -137,6 +200,24 @@ pub(crate) fn tensor_structure(
     s
 }
 
+/// A `video/x-bayer` structure in `formats`: even sizes (whole 2x2 tiles).
+pub(crate) fn bayer_structure(
+    formats: &[&str],
+    framerate: Option<&glib::SendValue>,
+) -> gst::Structure {
+    let even = || gst::IntRange::with_step(2, (MAX_DIMENSION & !1) as i32, 2);
+    let mut s = gst::Structure::builder(BAYER)
+        .field(
+            "format",
+            gst::List::new(formats.iter().map(|f| f.to_send_value())),
+        )
+        .field("width", even())
+        .field("height", even())
+        .build();
+    set_framerate(&mut s, framerate);
+    s
+}
+
 fn set_framerate(s: &mut gst::Structure, framerate: Option<&glib::SendValue>) {
     match framerate {
         Some(v) => s.set_value("framerate", v.clone()),
@@ -150,8 +231,7 @@ fn set_framerate(s: &mut gst::Structure, framerate: Option<&glib::SendValue>) {
 /// The sink template: every source format of the CPU backend (the widest), in system
 /// memory and as dma-bufs.
 pub(crate) fn sink_template_caps() -> gst::Caps {
-    let formats = source_formats(Backend::Cpu);
-    with_dmabuf(video_structure(&formats, None), true)
+    sink_caps(Backend::Cpu, None)
 }
 
 /// The source template: u8 video in the destination formats (system memory and
@@ -208,10 +288,18 @@ pub(crate) fn colorimetry(info: &gst_video::VideoInfo) -> Option<Colorimetry> {
 /// The negotiated input.
 #[derive(Clone, Debug)]
 pub(crate) struct InputSpec {
-    /// The caps as GStreamer reads them (default strides and offsets).
-    pub(crate) info: gst_video::VideoInfo,
+    /// The caps as GStreamer reads them (default strides and offsets); `None` for
+    /// `video/x-bayer`, which GStreamer's video library does not describe.
+    pub(crate) info: Option<gst_video::VideoInfo>,
     /// pinframe's name of the format.
     pub(crate) format: PixelFormat,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    /// Plane offsets and strides of a buffer without `GstVideoMeta`.
+    pub(crate) offsets: [usize; 3],
+    pub(crate) strides: [usize; 3],
+    /// Bytes of one such buffer.
+    pub(crate) size: usize,
     /// From the caps, when pinframe knows the matrix and range.
     pub(crate) colorimetry: Option<Colorimetry>,
 }
@@ -219,14 +307,14 @@ pub(crate) struct InputSpec {
 impl InputSpec {
     /// Reads input caps; an error names what pinframeconvert takes.
     pub(crate) fn from_caps(caps: &gst::CapsRef, backend: Backend) -> Result<InputSpec, String> {
-        let supported = || {
-            format!(
-                "pinframeconvert takes video/x-raw and video/x-raw(memory:DMABuf) in {} (backend {backend})",
-                names(&source_formats(backend))
-            )
-        };
+        let supported = || format!("pinframeconvert takes {}", sink_description(backend));
         if caps.is_empty() {
             return Err(format!("empty input caps; {}", supported()));
+        }
+        if let Some(s) = caps.structure(0)
+            && s.name() == BAYER
+        {
+            return Self::bayer(s, backend).map_err(|e| format!("{e}; {}", supported()));
         }
         let info = gst_video::VideoInfo::from_caps(caps)
             .map_err(|_| format!("input caps {caps} are not raw video; {}", supported()))?;
@@ -239,28 +327,64 @@ impl InputSpec {
                     supported()
                 )
             })?;
+        let mut offsets = [0usize; 3];
+        let mut strides = [0usize; 3];
+        for i in 0..format.plane_count() {
+            offsets[i] = info.offset()[i];
+            strides[i] = usize::try_from(info.stride()[i])
+                .map_err(|_| format!("plane {i} of {caps} has a negative stride"))?;
+        }
         Ok(InputSpec {
             colorimetry: colorimetry(&info),
             format,
-            info,
+            width: info.width(),
+            height: info.height(),
+            offsets,
+            strides,
+            size: info.size(),
+            info: Some(info),
         })
     }
 
-    /// The layout of a buffer whose planes sit at GStreamer's default offsets and strides
+    /// `video/x-bayer`: rows of `GST_ROUND_UP_4(width)` bytes, GStreamer's bayer2rgb and
+    /// rgb2bayer stride (a `GstVideoMeta` on a buffer overrides it).
+    fn bayer(s: &gst::StructureRef, backend: Backend) -> Result<InputSpec, String> {
+        let name = s
+            .get::<&str>("format")
+            .map_err(|_| format!("{BAYER} caps without a fixed format"))?;
+        let format = bayer_pixel_format(name)
+            .filter(|f| backend.source_formats().contains(f))
+            .ok_or_else(|| format!("cannot convert from {BAYER} format {name}"))?;
+        let dimension = |field: &str| -> Result<u32, String> {
+            s.get::<i32>(field)
+                .ok()
+                .and_then(|v| u32::try_from(v).ok())
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("{BAYER} caps without a fixed positive {field}"))
+        };
+        let (width, height) = (dimension("width")?, dimension("height")?);
+        let stride = (width as usize).next_multiple_of(4);
+        Ok(InputSpec {
+            info: None,
+            format,
+            width,
+            height,
+            offsets: [0; 3],
+            strides: [stride, 0, 0],
+            size: stride * height as usize,
+            colorimetry: None,
+        })
+    }
+
+    /// The layout of a buffer whose planes sit at the caps' default offsets and strides
     /// in one buffer (what a buffer without `GstVideoMeta` holds).
     pub(crate) fn default_layout(&self) -> Result<ImageLayout, String> {
         let planes: Vec<Plane> = (0..self.format.plane_count())
-            .map(|i| Plane::new(self.info.offset()[i], self.info.stride()[i] as usize))
+            .map(|i| Plane::new(self.offsets[i], self.strides[i]))
             .collect();
-        ImageLayout::with_planes(
-            self.info.width(),
-            self.info.height(),
-            self.format,
-            DType::U8,
-            &planes,
-        )
-        .map(|l| l.with_colorimetry(self.colorimetry))
-        .map_err(|e| e.to_string())
+        ImageLayout::with_planes(self.width, self.height, self.format, DType::U8, &planes)
+            .map(|l| l.with_colorimetry(self.colorimetry))
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -487,11 +611,49 @@ mod tests {
 
     #[test]
     fn every_library_format_has_a_gstreamer_name_both_ways() {
+        // Those GStreamer 1.22 has no name for (video/x-bayer is 8 bits a sample there).
+        let nameless = |f: PixelFormat| {
+            matches!(f, PixelFormat::Y10 | PixelFormat::Y12)
+                || (f.cfa().is_some() && f.storage().bits() > 8)
+        };
         for f in PixelFormat::ALL {
-            let v = video_format(f).unwrap_or_else(|| panic!("{f} has no GStreamer name"));
-            assert_eq!(pixel_format(v), Some(f));
+            match (video_format(f), bayer_format(f)) {
+                (Some(v), None) => assert_eq!(pixel_format(v), Some(f)),
+                (None, Some(b)) => assert_eq!(bayer_pixel_format(b), Some(f)),
+                (None, None) => assert!(nameless(f), "{f} has no GStreamer name"),
+                (Some(_), Some(_)) => panic!("{f} has two GStreamer names"),
+            }
         }
+        assert_eq!(video_format(PixelFormat::Y16), Some(VideoFormat::Gray16Le));
+        assert_eq!(video_format(PixelFormat::P010), Some(VideoFormat::P01010le));
+        assert_eq!(bayer_format(PixelFormat::Grbg8), Some("grbg"));
+        assert_eq!(bayer_pixel_format("rggb10le"), None);
         assert_eq!(pixel_format(VideoFormat::Y444), None);
+    }
+
+    #[test]
+    fn bayer_caps_read_as_an_input() {
+        gst::init().unwrap();
+        let caps = gst::Caps::builder(BAYER)
+            .field("format", "gbrg")
+            .field("width", 34i32)
+            .field("height", 6i32)
+            .build();
+        let i = InputSpec::from_caps(&caps, Backend::Cpu).unwrap();
+        assert_eq!((i.format, i.width, i.height), (PixelFormat::Gbrg8, 34, 6));
+        assert_eq!((i.strides[0], i.size), (36, 36 * 6));
+        let l = i.default_layout().unwrap();
+        assert_eq!(l.planes()[0].stride, 36);
+        let caps = gst::Caps::builder(BAYER)
+            .field("format", "rggb16le")
+            .field("width", 4i32)
+            .field("height", 4i32)
+            .build();
+        let e = InputSpec::from_caps(&caps, Backend::Cpu).unwrap_err();
+        assert!(
+            e.contains("format rggb16le") && e.contains("video/x-bayer in rggb"),
+            "{e}"
+        );
     }
 
     #[test]

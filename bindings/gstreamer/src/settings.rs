@@ -4,8 +4,8 @@
 use gst::glib;
 use pinframe::tensor::DmaRoute;
 use pinframe::{
-    Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, Interpolation,
-    Matrix, Normalize, PixelFormat, Quantize, Range, Rotation,
+    Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, Gamma,
+    Interpolation, Isp, Matrix, Normalize, PixelFormat, Quantize, Range, Rotation,
 };
 
 /// `backend`: which backend converts (`ImageProcessor::with_backend`).
@@ -37,6 +37,32 @@ impl BackendChoice {
             BackendChoice::Auto => Backend::Auto,
             BackendChoice::Cpu => Backend::Cpu,
             BackendChoice::Gl => Backend::Gl,
+        }
+    }
+}
+
+/// `gamma`: the transfer function of a RAW (Bayer) conversion, after its matrix.
+#[derive(Debug, Eq, PartialEq, Hash, Clone, Copy, Default, glib::Enum)]
+#[repr(u32)]
+#[enum_type(name = "GstPinframeGamma")]
+pub enum GammaChoice {
+    /// None: linear in the sensor's light.
+    #[default]
+    #[enum_value(name = "Linear: no transfer function", nick = "linear")]
+    Linear,
+    /// The sRGB curve.
+    #[enum_value(
+        name = "sRGB: the IEC 61966-2-1 curve models trained on photos expect",
+        nick = "srgb"
+    )]
+    Srgb,
+}
+
+impl GammaChoice {
+    pub(crate) fn gamma(self) -> Gamma {
+        match self {
+            GammaChoice::Linear => Gamma::Linear,
+            GammaChoice::Srgb => Gamma::Srgb,
         }
     }
 }
@@ -309,6 +335,10 @@ pub(crate) struct Settings {
     pub(crate) mean: [f32; 3],
     pub(crate) std: [f32; 3],
     pub(crate) quantize: Option<Quantize>,
+    pub(crate) black_level: [u16; 4],
+    pub(crate) wb_gains: [f32; 3],
+    pub(crate) ccm: [[f32; 3]; 3],
+    pub(crate) gamma: GammaChoice,
     pub(crate) dtype: DtypeChoice,
     pub(crate) layout: LayoutChoice,
     pub(crate) memory: MemoryChoice,
@@ -333,6 +363,10 @@ impl Default for Settings {
             mean: Normalize::IDENTITY.mean,
             std: Normalize::IDENTITY.std,
             quantize: None,
+            black_level: Isp::IDENTITY.black_level,
+            wb_gains: Isp::IDENTITY.gains,
+            ccm: Isp::IDENTITY.ccm,
+            gamma: GammaChoice::Linear,
             dtype: DtypeChoice::Auto,
             layout: LayoutChoice::Auto,
             memory: MemoryChoice::Auto,
@@ -386,6 +420,12 @@ impl Settings {
                 std: self.std,
             },
             quantize: self.quantize,
+            isp: Isp {
+                black_level: self.black_level,
+                gains: self.wb_gains,
+                ccm: self.ccm,
+                gamma: self.gamma.gamma(),
+            },
             ..Default::default()
         }
     }
@@ -462,6 +502,57 @@ pub(crate) fn quantize_text(q: Option<Quantize>) -> String {
     }
 }
 
+/// Parses `black-level`: one code for every CFA site, or four (R,Gr,Gb,B). Whether it is
+/// below the white level depends on the source's bit depth: the caps' conversion checks.
+pub(crate) fn parse_black_level(s: &str) -> Result<[u16; 4], String> {
+    if !s.contains(',') {
+        return s
+            .trim()
+            .parse::<u16>()
+            .map(|v| [v; 4])
+            .map_err(|_| format!("black-level {s:?} is not a code 0..=65535 (or R,Gr,Gb,B)"));
+    }
+    parse_list::<4, u16>(s, "black-level (one code, or R,Gr,Gb,B)")
+}
+
+/// `black-level` text: one value when the four are equal.
+pub(crate) fn black_level_text(b: [u16; 4]) -> String {
+    if b.iter().all(|&v| v == b[0]) {
+        b[0].to_string()
+    } else {
+        format!("{},{},{},{}", b[0], b[1], b[2], b[3])
+    }
+}
+
+/// Parses `wb-gains`: three finite, positive values (R,G,B).
+pub(crate) fn parse_wb_gains(s: &str) -> Result<[f32; 3], String> {
+    let v = parse_list::<3, f32>(s, "wb-gains (R,G,B)")?;
+    if v.iter().any(|x| !x.is_finite() || *x <= 0.0) {
+        return Err(format!(
+            "wb-gains {s:?}: every gain must be finite and positive"
+        ));
+    }
+    Ok(v)
+}
+
+/// Parses `ccm`: nine finite values, row by row (rows are output R, G, B).
+pub(crate) fn parse_ccm(s: &str) -> Result<[[f32; 3]; 3], String> {
+    let v = parse_list::<9, f32>(s, "ccm (9 values, row by row)")?;
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(format!("ccm {s:?}: every entry must be finite"));
+    }
+    Ok([[v[0], v[1], v[2]], [v[3], v[4], v[5]], [v[6], v[7], v[8]]])
+}
+
+/// `ccm` text, row by row.
+pub(crate) fn ccm_text(m: [[f32; 3]; 3]) -> String {
+    m.iter()
+        .flatten()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Parses `mean`: three finite values.
 pub(crate) fn parse_mean(s: &str) -> Result<[f32; 3], String> {
     let v = parse_list::<3, f32>(s, "mean (R,G,B)")?;
@@ -507,6 +598,52 @@ mod tests {
             ColorimetryChoice::Fixed(Colorimetry::new(Matrix::Bt2020, Range::Full))
         );
         assert_eq!(o.normalize.mean, [0.5; 3]);
+    }
+
+    #[test]
+    fn isp_properties_reach_the_options() {
+        let s = Settings {
+            black_level: [64, 65, 66, 67],
+            wb_gains: [1.5, 1.0, 2.0],
+            ccm: [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]],
+            gamma: GammaChoice::Srgb,
+            ..Default::default()
+        };
+        let o = s.options(None, 480);
+        assert_eq!(
+            o.isp,
+            Isp {
+                black_level: [64, 65, 66, 67],
+                gains: [1.5, 1.0, 2.0],
+                ccm: [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]],
+                gamma: Gamma::Srgb,
+            }
+        );
+        assert_eq!(parse_black_level("64").unwrap(), [64; 4]);
+        assert_eq!(parse_black_level("1, 2,3,4").unwrap(), [1, 2, 3, 4]);
+        assert!(parse_black_level("-1").is_err());
+        assert!(
+            parse_black_level("1,2")
+                .unwrap_err()
+                .contains("4 comma-separated")
+        );
+        assert_eq!(black_level_text([7; 4]), "7");
+        assert_eq!(black_level_text([1, 2, 3, 4]), "1,2,3,4");
+        assert!(parse_wb_gains("1,0,1").unwrap_err().contains("positive"));
+        assert_eq!(parse_wb_gains("1.5,1,2").unwrap(), [1.5, 1.0, 2.0]);
+        let m = parse_ccm("1,0,0,0,1,0,0,0,1").unwrap();
+        assert_eq!(m, Isp::IDENTITY.ccm);
+        assert_eq!(ccm_text(m), "1,0,0,0,1,0,0,0,1");
+        assert!(
+            parse_ccm("1,0,0")
+                .unwrap_err()
+                .contains("9 comma-separated")
+        );
+        assert!(
+            parse_ccm("1,0,0,0,inf,0,0,0,1")
+                .unwrap_err()
+                .contains("finite")
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use common::*;
 use gst::prelude::*;
 use pinframe::{
-    Backend, ConvertOptions, DType, Fit, ImageProcessor, Normalize, PixelFormat, Quantize,
+    Backend, ConvertOptions, DType, Fit, Gamma, ImageLayout, ImageProcessor, Isp, Normalize,
+    PixelFormat, Quantize,
 };
 
 fn imagenet_letterbox() -> ConvertOptions {
@@ -207,6 +208,34 @@ fn frame(info: &gst_video::VideoInfo, padded: bool, seed: u32) -> gst::Buffer {
     buffer
 }
 
+/// The source formats of `backend` that travel as video/x-raw (Bayer has its own caps,
+/// tested on its own; some RAW formats have no GStreamer name) and that `reference`, the
+/// library on that backend, converts: `Backend::Gl.source_formats()` lists the 16-bit and
+/// RAW formats before the GL backend converts them, and the element can only do what
+/// the library does. Each one left out is said on stderr.
+fn video_sources(backend: Backend, reference: &mut ImageProcessor) -> Vec<PixelFormat> {
+    let mut out = Vec::new();
+    for &f in backend.source_formats() {
+        if try_video_format(f).is_none() {
+            continue;
+        }
+        let src = ImageLayout::new(4, 4, f).unwrap();
+        let dst = ImageLayout::tight(4, 4, PixelFormat::Rgb, DType::U8).unwrap();
+        let bytes = vec![0u8; src.required_len(0)];
+        let mut rgb = vec![0u8; dst.required_len(0)];
+        match reference.convert_buffers(&[&bytes], &src, &mut rgb, &dst, &Default::default()) {
+            Err(e) if e.kind() == pinframe::ErrorKind::Unsupported => {
+                eprintln!(
+                    "{f} left out on {}: the library refuses it ({e})",
+                    backend.name()
+                );
+            }
+            _ => out.push(f),
+        }
+    }
+    out
+}
+
 /// Every source format the backend takes × every output the element advertises, through
 /// one pipeline renegotiated for each pair (one converter, so one GL context).
 fn every_pair(backend: Backend, reference: &mut ImageProcessor) -> usize {
@@ -231,7 +260,7 @@ fn every_pair(backend: Backend, reference: &mut ImageProcessor) -> usize {
     ];
     let mut checked = 0;
     let mut pts = 0u64;
-    for (si, &format) in backend.source_formats().iter().enumerate() {
+    for (si, &format) in video_sources(backend, reference).iter().enumerate() {
         // Odd and even sizes; half the sources with padded strides and plane gaps.
         let (w, h) = (29 + 3 * si as u32, 19 + si as u32);
         let padded = si % 2 == 1;
@@ -355,7 +384,10 @@ fn every_pair(backend: Backend, reference: &mut ImageProcessor) -> usize {
 fn every_advertised_pair_equals_the_library_on_the_cpu() {
     let mut cpu = ImageProcessor::with_backend(Backend::Cpu).unwrap();
     let n = every_pair(Backend::Cpu, &mut cpu);
-    assert_eq!(n, Backend::Cpu.source_formats().len() * outputs().len());
+    // The CPU converts every format it lists.
+    let sources = video_sources(Backend::Cpu, &mut cpu);
+    assert!(sources.contains(&PixelFormat::P010) && sources.contains(&PixelFormat::Y16));
+    assert_eq!(n, sources.len() * outputs().len());
     eprintln!("{n} format pairs equal on the CPU");
 }
 
@@ -366,7 +398,10 @@ fn every_advertised_pair_equals_the_library_on_gl() {
         return;
     };
     let n = every_pair(Backend::Gl, &mut gl);
-    assert_eq!(n, Backend::Gl.source_formats().len() * outputs().len());
+    assert_eq!(
+        n,
+        video_sources(Backend::Gl, &mut gl).len() * outputs().len()
+    );
     eprintln!("{n} format pairs equal on GL");
 }
 
@@ -415,6 +450,15 @@ fn gst_inspect_lists_the_element_caps_and_properties() {
         "mean",
         "std",
         "quantize",
+        "video/x-bayer",
+        "rggb",
+        "GRAY16_LE",
+        "P010_10LE",
+        "P016_LE",
+        "black-level",
+        "wb-gains",
+        "ccm",
+        "gamma",
         "dtype",
         "layout",
         "dma-route",
@@ -693,5 +737,110 @@ fn the_plugin_and_this_copy_share_one_cpu_mapping_guard() {
         mapped.len(),
         1,
         "{test}: one libpinframe object: {mapped:?}"
+    );
+}
+
+/// Bayer frames from an appsrc (`video/x-bayer,format=rggb`, rows of `GST_ROUND_UP_4(width)`
+/// bytes as GStreamer's bayer elements lay them out) through the element with the ISP
+/// properties give what the library gives converting the same bytes with the same `Isp`;
+/// a black level at the 8-bit white level is refused, naming the parameter.
+#[test]
+fn bayer_frames_with_isp_properties_equal_the_library_on_the_cpu() {
+    init();
+    let (w, h) = (66u32, 38u32);
+    let stride = 68usize;
+    let caps = format!("video/x-bayer,format=rggb,width={w},height={h},framerate=30/1");
+    let pipeline = launch_bin(&format!(
+        "appsrc name=src format=time caps={caps} ! pinframeconvert name=conv backend=cpu \
+         fit=letterbox black-level=16,17,18,19 wb-gains=1.8,1,1.4 \
+         ccm=1.6,-0.4,-0.2,-0.3,1.5,-0.2,0,-0.5,1.5 gamma=srgb mean=0.485,0.456,0.406 \
+         std=0.229,0.224,0.225 ! other/tensors,format=static,num_tensors=1,types=float32,\
+         dimensions=40:24:3:1 ! appsink name=sink sync=false"
+    ));
+    let src = app_src(&pipeline);
+    let sink = app_sink(&pipeline);
+    let conv = pipeline.by_name("conv").unwrap();
+    assert_eq!(conv.property::<String>("black-level"), "16,17,18,19");
+    assert_eq!(conv.property::<String>("wb-gains"), "1.8,1,1.4");
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let options = ConvertOptions {
+        fit: Fit::Letterbox { pad: [114; 3] },
+        normalize: Normalize::IMAGENET,
+        isp: Isp {
+            black_level: [16, 17, 18, 19],
+            gains: [1.8, 1.0, 1.4],
+            ccm: [[1.6, -0.4, -0.2], [-0.3, 1.5, -0.2], [0.0, -0.5, 1.5]],
+            gamma: Gamma::Srgb,
+        },
+        ..Default::default()
+    };
+    let src_layout = ImageLayout::with_stride(w, h, PixelFormat::Rggb8, DType::U8, stride).unwrap();
+    let dst = ImageLayout::tight(40, 24, PixelFormat::PlanarRgb, DType::F32).unwrap();
+    let mut reference = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    for seed in 0..2u32 {
+        let bytes: Vec<u8> = (0..stride * h as usize)
+            .map(|i| {
+                let (x, y) = ((i % stride) as u32, (i / stride) as u32);
+                // A smooth scene with a per-site offset, so the CFA order matters.
+                (40 + 3 * x + 2 * y + 60 * ((x & 1) ^ (y & 1)) + 25 * seed).min(255) as u8
+            })
+            .collect();
+        let mut want = vec![0f32; dst.required_len(0) / 4];
+        reference
+            .convert_buffers(&[&bytes], &src_layout, &mut want, &dst, &options)
+            .unwrap();
+        let mut buffer = gst::Buffer::from_slice(bytes.clone());
+        buffer
+            .get_mut()
+            .unwrap()
+            .set_pts(gst::ClockTime::from_mseconds(33 * seed as u64));
+        src.push_buffer(buffer).unwrap();
+        let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(30)) else {
+            let mut log = BusLog::default();
+            log.drain(&bus);
+            panic!("bayer frame {seed}: no output ({log:?})");
+        };
+        let got = sample.buffer().unwrap().map_readable().unwrap();
+        assert_same_image(
+            got.as_slice(),
+            bytemuck::cast_slice(&want),
+            &dst,
+            &format!("bayer frame {seed}"),
+        );
+        // Not the plain demosaic: the ISP properties reached the conversion.
+        let mut plain = vec![0f32; want.len()];
+        let plain_options = ConvertOptions {
+            isp: Isp::IDENTITY,
+            ..options
+        };
+        reference
+            .convert_buffers(&[&bytes], &src_layout, &mut plain, &dst, &plain_options)
+            .unwrap();
+        assert_ne!(plain, want, "bayer frame {seed}: the ISP changed nothing");
+    }
+    pipeline.set_state(gst::State::Null).unwrap();
+
+    // 255 is the white level of 8-bit samples: no black level can reach it.
+    let pipeline = launch_bin(&format!(
+        "appsrc name=src format=time caps={caps} ! pinframeconvert name=conv backend=cpu \
+         black-level=255 ! video/x-raw,format=RGB,width=32,height=32 ! appsink name=sink"
+    ));
+    let src = app_src(&pipeline);
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let _ = src.push_buffer(gst::Buffer::with_size(stride * h as usize).unwrap());
+    let _ = src.end_of_stream();
+    let mut log = BusLog::default();
+    log.until_end(&bus, 10);
+    pipeline.set_state(gst::State::Null).unwrap();
+    let all = format!("{log:?}");
+    assert!(
+        !log.errors.is_empty(),
+        "black-level=255 should be refused: {all}"
+    );
+    assert!(
+        all.contains("isp black level 255 at the R sites is not below the white level 255"),
+        "{all}"
     );
 }

@@ -213,7 +213,9 @@ fn not_in_place(a: &ArrayRef, format: PixelFormat, why: &str) -> PyErr {
 /// Describes `a` as an image of `format` whose first plane starts at `a.ptr`, without
 /// copying: the shape follows pinframe's tensor shape of the format (`[h, w, c]` packed
 /// RGB, `[h, w]` or `[h, w, 1]` grey, `[h, w, 2]` or `[h, 2w]` packed 4:2:2 YUV,
-/// `[h + chroma rows, w]` semi-planar and planar YUV, `[3, h, w]` planar RGB). Rows may be
+/// `[h + chroma rows, w]` semi-planar and planar YUV, `[3, h, w]` planar RGB, `[h, row
+/// bytes]` Bayer and deep grey, `[h + h/2, row bytes]` P01x; for formats of 16-bit samples
+/// also a uint16 `[h, w]` / `[h + h/2, w]`, whose layout is still of u8 bytes). Rows may be
 /// padded (a row stride larger than the row); within a row the elements must be contiguous.
 pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageLayout> {
     let item = a.dtype.size();
@@ -318,6 +320,68 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
                 }
             }
             ImageLayout::with_stride(to_u32(sh[1])?, to_u32(height)?, format, a.dtype, st[0])
+        }
+        FormatFamily::Bayer | FormatFamily::DeepGrey | FormatFamily::SemiPlanarYuv16 => {
+            let (pixels, bytes) = format.storage().group();
+            let sixteen = bytes == 2 && pixels == 1;
+            let expected = if sixteen {
+                "(rows, row bytes) of uint8, or (rows, width) of uint16 samples"
+            } else {
+                "(rows, row bytes) of uint8"
+            };
+            if sh.len() != 2 {
+                return Err(shape_err(expected));
+            }
+            let width = match a.dtype {
+                DType::U8 => {
+                    if sh[1] > 1 && st[1] != 1 {
+                        return Err(not_in_place(a, format, "its bytes are not contiguous"));
+                    }
+                    if !sh[1].is_multiple_of(bytes) {
+                        return Err(invalid(format!(
+                            "a {format} row is whole groups of {bytes} bytes ({pixels} \
+                             pixel(s) each); a row of {} bytes is not",
+                            sh[1]
+                        )));
+                    }
+                    sh[1] / bytes * pixels as usize
+                }
+                // What a numpy user holds for 16-bit samples: one element a sample, whose
+                // bytes (native little-endian, checked by parse_typestr) are the format's.
+                DType::U16 if sixteen => {
+                    if sh[1] > 1 && st[1] != 2 {
+                        return Err(not_in_place(a, format, "its samples are not contiguous"));
+                    }
+                    sh[1]
+                }
+                _ => {
+                    return Err(invalid(format!(
+                        "a {format} image array has shape {expected}; got {}",
+                        a.describe()
+                    )));
+                }
+            };
+            let rows = sh[0];
+            let height = if format.family() == FormatFamily::SemiPlanarYuv16 {
+                // rows = height + ceil(height / 2)
+                match rows % 3 {
+                    0 => Some(rows / 3 * 2),
+                    2 => Some((rows - 2) / 3 * 2 + 1),
+                    _ => None,
+                }
+                .filter(|&h| h > 0)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "a {format} array of {rows} rows is not height + chroma rows for any \
+                         height"
+                    ))
+                })?
+            } else {
+                rows
+            };
+            // The image is bytes whatever the array's element type (pinframe's RAW
+            // layouts are u8).
+            ImageLayout::with_stride(to_u32(width)?, to_u32(height)?, format, DType::U8, st[0])
         }
         FormatFamily::PlanarRgb => {
             if sh.len() != 3 || sh[0] != 3 {

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pinframe::{
     Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Error, Fit, Flip,
-    ImageLayout, ImageProcessor, Interpolation, Matrix, Normalize, Quantize, Range, Rotation,
+    Gamma, ImageLayout, ImageProcessor, Interpolation, Isp, Matrix, Normalize, PixelFormat,
+    Quantize, Range, Rotation,
 };
 use pyo3::prelude::*;
 
@@ -95,6 +96,73 @@ fn parse_quantize(q: &Bound<'_, PyAny>) -> PyResult<Quantize> {
     )))
 }
 
+/// `obj` as `T`, also when it is a numpy array (which pyo3 does not take for a
+/// sequence): through `numpy.asarray(obj).tolist()`.
+fn extract_seq<T: for<'a, 'py> FromPyObject<'a, 'py>>(obj: &Bound<'_, PyAny>) -> Option<T> {
+    obj.extract::<T>().ok().or_else(|| {
+        array::asarray(obj)
+            .and_then(|a| a.call_method0("tolist"))
+            .ok()
+            .and_then(|l| l.extract::<T>().ok())
+    })
+}
+
+/// The RAW keyword arguments as an `Isp`; their ranges (a black level below the source's
+/// white level, positive gains, a finite matrix) are checked by the conversion, which
+/// knows the source's bit depth and names the parameter.
+fn parse_isp(
+    black_level: Option<&Bound<'_, PyAny>>,
+    wb_gains: Option<&Bound<'_, PyAny>>,
+    ccm: Option<&Bound<'_, PyAny>>,
+    gamma: Option<&str>,
+) -> PyResult<Isp> {
+    let mut isp = Isp::IDENTITY;
+    if let Some(b) = black_level {
+        isp.black_level = match b.extract::<u16>() {
+            Ok(v) => [v; 4],
+            Err(_) => extract_seq::<[u16; 4]>(b).ok_or_else(|| {
+                invalid(format!(
+                    "black_level {} is not one code nor four (R, Gr, Gb, B), each an integer \
+                     0..=65535",
+                    b.repr().map(|r| r.to_string()).unwrap_or_default()
+                ))
+            })?,
+        };
+    }
+    if let Some(g) = wb_gains {
+        isp.gains = extract_seq::<[f32; 3]>(g).ok_or_else(|| {
+            invalid(format!(
+                "wb_gains {} is not three numbers (R, G, B)",
+                g.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?;
+    }
+    if let Some(m) = ccm {
+        // Three rows (a nested sequence or a 3x3 array), or nine values row by row.
+        isp.ccm = match extract_seq::<[[f32; 3]; 3]>(m) {
+            Some(rows) => rows,
+            None => {
+                let flat = extract_seq::<[f32; 9]>(m).ok_or_else(|| {
+                    invalid(format!(
+                        "ccm {} is not a 3x3 matrix (three rows of three numbers, or nine \
+                         values row by row)",
+                        m.repr().map(|r| r.to_string()).unwrap_or_default()
+                    ))
+                })?;
+                [
+                    [flat[0], flat[1], flat[2]],
+                    [flat[3], flat[4], flat[5]],
+                    [flat[6], flat[7], flat[8]],
+                ]
+            }
+        };
+    }
+    if let Some(g) = gamma {
+        isp.gamma = g.parse::<Gamma>().or_raise()?;
+    }
+    Ok(isp)
+}
+
 impl PyImageProcessor {
     fn lock(&self) -> std::sync::MutexGuard<'_, ImageProcessor> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -154,7 +222,8 @@ impl PyImageProcessor {
     /// convert(src, dst, *, fit="stretch", pad=(114, 114, 114), crop=None, rotate=0,
     ///         flip="none", mean=(0, 0, 0), std=(1, 1, 1), quantize=None,
     ///         interp="bilinear", matrix=None, range=None, src_format=None,
-    ///         src_layout=None) -> ConvertInfo
+    ///         src_layout=None, black_level=0, wb_gains=(1, 1, 1), ccm=identity,
+    ///         gamma="linear") -> ConvertInfo
     ///
     /// Converts the image `src` into the image tensor `dst` in one pass, as the CLI's
     /// `pinframe convert` does (the same options, the same bytes), without copying either.
@@ -164,7 +233,10 @@ impl PyImageProcessor {
     ///     give `src_format` and the array in pinframe's tensor shape of that format
     ///     ((h, w, 3) rgb/bgr, (h, w, 4) rgba/bgra, (h, w) grey, (h, w, 2) yuyv/uyvy/
     ///     yvyu/vyuy, (h + h//2, w) nv12/nv21/i420/yv12, (2h, w) nv16/nv61, (3, h, w)
-    ///     planar-rgb/bgr; rows may be padded, pixels must be contiguous), or give
+    ///     planar-rgb/bgr, (h, row_bytes) Bayer (rggb8 .. gbrg12p) and y10/y12/y16,
+    ///     (h + h//2, row_bytes) p010/p012/p016, and for formats of 16-bit samples
+    ///     (rggb10, bggr12, grbg16, y10, p010, ...) also a uint16 (h, w) / (h + h//2, w)
+    ///     array of the samples; rows may be padded, pixels must be contiguous), or give
     ///     `src_layout` (an ImageLayout) and a C-contiguous byte array holding it.
     /// dst: a `Tensor` with an image layout (rgb bgr rgba bgra grey planar-rgb planar-bgr,
     ///     in u8, i8, f16 or f32), e.g. `Tensor.image(640, 640, "planar-rgb", "f32")`.
@@ -182,6 +254,16 @@ impl PyImageProcessor {
     /// 720 lines and BT.709 limited from 720. Giving only one takes the other from that
     /// default.
     ///
+    /// RAW (Bayer) sources, ignored for others: `black_level` (one code, or four for the
+    /// R, Gr, Gb, B sites, in the source's own units: 0..=1023 at 10 bits, below the white
+    /// level 2^bits - 1), `wb_gains=(r, g, b)` (finite, positive), `ccm` (camera RGB to
+    /// output RGB, three rows of three or nine values row by row, finite) and `gamma`
+    /// "linear" or "srgb". They run in this order: black level, gains (then the clip to
+    /// the white level), demosaic, matrix (then the clip to 0..1), gamma, and then the
+    /// geometry and the values below. A flat patch comes out as
+    /// `255 * clamp((code - black) / (white - black) * gain)` per channel (linear, identity
+    /// matrix).
+    ///
     /// Values: u8 stores the pixel; i8 stores it minus 128 (u8 XOR 0x80); f16 and f32
     /// store `(v / 255 - mean) / std` per channel, `mean` and `std` as (r, g, b) (e.g.
     /// ImageNet's (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)). `quantize=(scale,
@@ -195,12 +277,14 @@ impl PyImageProcessor {
     ///
     /// The GIL is released while converting. Errors: InvalidInput for a bad option,
     /// array or layout (a non-uint8 or non-contiguous array, a crop outside the source,
-    /// src and dst the same tensor); Unsupported for a format or dtype pair the backend
+    /// src and dst the same tensor, a black level at or above the source's white level,
+    /// a gain that is not positive, a non-finite matrix entry); Unsupported for a format or dtype pair the backend
     /// does not convert; DeviceError when the GL backend fails.
     #[pyo3(signature = (
         src, dst, *, fit = None, pad = None, crop = None, rotate = 0, flip = None,
         mean = None, std = None, quantize = None, interp = None, matrix = None, range = None,
-        src_format = None, src_layout = None
+        src_format = None, src_layout = None, black_level = None, wb_gains = None, ccm = None,
+        gamma = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn convert(
@@ -221,6 +305,10 @@ impl PyImageProcessor {
         range: Option<&str>,
         src_format: Option<&str>,
         src_layout: Option<&PyImageLayout>,
+        black_level: Option<&Bound<'_, PyAny>>,
+        wb_gains: Option<&Bound<'_, PyAny>>,
+        ccm: Option<&Bound<'_, PyAny>>,
+        gamma: Option<&str>,
     ) -> PyResult<PyConvertInfo> {
         // The source: a tensor, or an array described by a format or a layout.
         let source = if let Ok(t) = src.cast::<PyTensor>() {
@@ -245,10 +333,20 @@ impl PyImageProcessor {
                     )));
                 }
             };
-            if a.dtype != pinframe::DType::U8 {
+            // A uint16 array of a format of 16-bit samples is read as its bytes.
+            let sixteen_bit = src_format
+                .map(|f| {
+                    f.parse::<PixelFormat>()
+                        .map(|f| f.storage().group() == (1, 2))
+                })
+                .transpose()
+                .or_raise()?
+                .unwrap_or(false);
+            if a.dtype != pinframe::DType::U8 && !(sixteen_bit && a.dtype == pinframe::DType::U16) {
                 return Err(invalid(format!(
-                    "a source array must hold uint8 pixels; this one holds {} (convert with \
-                     .astype(numpy.uint8), or pass a tensor)",
+                    "a source array must hold uint8 pixels (or uint16 samples of a 16-bit RAW \
+                     format); this one holds {} (convert with .astype(numpy.uint8), or pass a \
+                     tensor)",
                     a.dtype
                 )));
             }
@@ -301,6 +399,7 @@ impl PyImageProcessor {
             mean: mean.unwrap_or([0.0; 3]),
             std: std.unwrap_or([1.0; 3]),
         };
+        let isp = parse_isp(black_level, wb_gains, ccm, gamma)?;
 
         let info = py.detach(|| -> pinframe::Result<ConvertInfo> {
             let src_height = match &source {
@@ -320,6 +419,7 @@ impl PyImageProcessor {
                 ),
                 normalize,
                 quantize,
+                isp,
             };
             let mut p = self.lock();
             match &source {

@@ -358,8 +358,12 @@ impl PyTensor {
     /// A new tensor holding a copy of `array` (any array numpy understands, any strides).
     /// With `format`, the array is an image in pinframe's tensor shape of that format
     /// (`(h, w, 3)` rgb, `(h, w, 2)` yuyv, `(h + h//2, w)` nv12/i420, `(3, h, w)`
-    /// planar-rgb, ...) and the result is an image tensor of the array's dtype (like
-    /// `Tensor.image`); without, a plain tensor of the array's shape.
+    /// planar-rgb, `(h, row_bytes)` uint8 Bayer/y10/y12/y16, `(h + h//2, row_bytes)`
+    /// p010/p012/p016, ...) and the result is an image tensor of the array's dtype (like
+    /// `Tensor.image`); without, a plain tensor of the array's shape. Formats of 16-bit
+    /// samples (rggb10, bggr12, gbrg16, y10, p010, ...) also take what a numpy user holds,
+    /// a uint16 `(h, w)` (`(h + h//2, w)` for p01x) array of samples, whose bytes become
+    /// the tensor's u8 image (shape `(h, 2 * w)`).
     #[staticmethod]
     #[pyo3(signature = (array, format = None, memory = None))]
     fn from_numpy(
@@ -399,8 +403,9 @@ impl PyTensor {
                 let t = py
                     .detach(|| {
                         let (w, h) = (src_layout.width(), src_layout.height());
-                        let mut t =
-                            by_dtype!(a.dtype, T => Tensor::<T>::image(w, h, format, memory))?;
+                        // The layout's dtype, not the array's: a uint16 array of a RAW
+                        // format is read as the u8 bytes pinframe's RAW layouts hold.
+                        let mut t = by_dtype!(src_layout.dtype(), T => Tensor::<T>::image(w, h, format, memory))?;
                         let dst_layout = *t.as_dyn().layout().expect("an image tensor");
                         t.as_dyn_mut().write_bytes(&mut |dst| {
                             copy_planes(bytes, &src_layout, dst, &dst_layout)

@@ -179,6 +179,24 @@ pub(crate) fn geometry(
             }
             vec![s0, 1]
         }
+        // Rows of bytes: a sample may span bytes (16-bit words, CSI-2 groups).
+        FormatFamily::Bayer | FormatFamily::DeepGrey => vec![s0, 1],
+        FormatFamily::SemiPlanarYuv16 => {
+            let p1 = planes[1];
+            if w % 2 != 0 {
+                return Err(not_one_array(
+                    layout,
+                    "odd width: a chroma row is wider than a luma row",
+                ));
+            }
+            if p1.stride != p0.stride || p1.offset != p0.offset + p0.stride * h {
+                return Err(not_one_array(
+                    layout,
+                    "the chroma plane does not follow the luma rows",
+                ));
+            }
+            vec![s0, 1]
+        }
         FormatFamily::PlanarRgb => {
             let (p1, p2) = (planes[1], planes[2]);
             let step = p1.offset.checked_sub(p0.offset);

@@ -15,6 +15,35 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 SOURCE_FORMATS = pinframe.info()["backends"]["cpu"]["source_formats"]
 #: Every destination format (the same on every backend).
 DESTINATION_FORMATS = pinframe.info()["backends"]["cpu"]["destination_formats"]
+#: The colour-filter-array (Bayer) sources: rggb8 .. gbrg12p.
+BAYER_FORMATS = [f for f in SOURCE_FORMATS if f[:4] in ("rggb", "bggr", "grbg", "gbrg")]
+#: Sources whose samples are 16-bit little-endian words, which numpy users hold as
+#: uint16 arrays: Bayer at 10, 12 and 16 bits (not the CSI-2 packed ones), y10/y12/y16 and
+#: p010/p012/p016.
+SIXTEEN_BIT_FORMATS = [
+    f for f in SOURCE_FORMATS
+    if (f in BAYER_FORMATS and f[4:] in ("10", "12", "16")) or f[:2] in ("y1", "p0")
+]
+
+
+def size_multiple(fmt: str):
+    """The multiples an image's width and height must be (whole 2x2 CFA tiles; CSI-2
+    RAW10 rows are whole 4-pixel groups)."""
+    if fmt in BAYER_FORMATS:
+        return (4, 2) if fmt.endswith("10p") else (2, 2)
+    return (1, 1)
+
+
+def bits(fmt: str) -> int:
+    """Significant bits of a sample of `fmt` (8 for every 8-bit format)."""
+    digits = "".join(c for c in fmt if c.isdigit())
+    if fmt in BAYER_FORMATS or fmt[:2] == "y1":
+        return int(digits)
+    if fmt[:2] == "p0":
+        return int(digits[1:])
+    return 8
+
+
 #: Destination element types.
 DTYPES = ["u8", "i8", "f16", "f32"]
 NUMPY_DTYPE = {"u8": np.uint8, "i8": np.int8, "f16": np.float16, "f32": np.float32}

@@ -46,7 +46,7 @@ def test_wrong_dtype_source_array(proc, dst):
     f32 = pinframe.Tensor.image(16, 16, "rgb", "f32")
     with pytest.raises(pinframe.InvalidInput, match="u8 elements"):
         proc.convert(f32, dst)
-    with pytest.raises(pinframe.InvalidInput, match="8-bit YUV"):
+    with pytest.raises(pinframe.InvalidInput, match="nv12 is a source format of bytes"):
         pinframe.Tensor.image(16, 16, "nv12", "f32")
     with pytest.raises(pinframe.InvalidInput, match="dtype"):
         pinframe.Tensor((4,), "complex64")

@@ -21,8 +21,8 @@ use crate::caps::{self, InputSpec, OutputKind, OutputSpec};
 use crate::meta;
 use crate::pool::{PoolSpec, TensorPool};
 use crate::settings::{
-    self, BackendChoice, DtypeChoice, FitChoice, FlipChoice, InterpolationChoice, LayoutChoice,
-    MatrixChoice, MemoryChoice, RangeChoice, RotationChoice, Settings,
+    self, BackendChoice, DtypeChoice, FitChoice, FlipChoice, GammaChoice, InterpolationChoice,
+    LayoutChoice, MatrixChoice, MemoryChoice, RangeChoice, RotationChoice, Settings,
 };
 
 /// Buffers a proposed upstream pool starts with (upstream sets its own count).
@@ -140,6 +140,29 @@ impl ObjectImpl for PinframeConvert {
                     .default_value(Some(""))
                     .mutable_playing()
                     .build(),
+                glib::ParamSpecString::builder("black-level")
+                    .nick("Black level")
+                    .blurb("RAW (Bayer) sources: the code a dark pixel reads, in the source's units (0..=1023 at 10 bits), one for every site or R,Gr,Gb,B; below the white level")
+                    .default_value(Some("0"))
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecString::builder("wb-gains")
+                    .nick("White-balance gains")
+                    .blurb("RAW (Bayer) sources: white-balance gains R,G,B after the black level (finite, positive)")
+                    .default_value(Some("1,1,1"))
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecString::builder("ccm")
+                    .nick("Colour-correction matrix")
+                    .blurb("RAW (Bayer) sources: camera RGB to output RGB, 9 values row by row (rows are output R, G, B)")
+                    .default_value(Some("1,0,0,0,1,0,0,0,1"))
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("gamma", d.gamma)
+                    .nick("Gamma")
+                    .blurb("RAW (Bayer) sources: the transfer function after the matrix")
+                    .mutable_playing()
+                    .build(),
                 glib::ParamSpecEnum::builder_with_default("dtype", d.dtype)
                     .nick("Element type")
                     .blurb("Output element type (auto: from the caps; i8/f16/f32 need other/tensors)")
@@ -219,6 +242,13 @@ impl ObjectImpl for PinframeConvert {
             "mean" => settings::parse_mean(&text()).map(|v| s.mean = v),
             "std" => settings::parse_std(&text()).map(|v| s.std = v),
             "quantize" => settings::parse_quantize(&text()).map(|v| s.quantize = v),
+            "black-level" => settings::parse_black_level(&text()).map(|v| s.black_level = v),
+            "wb-gains" => settings::parse_wb_gains(&text()).map(|v| s.wb_gains = v),
+            "ccm" => settings::parse_ccm(&text()).map(|v| s.ccm = v),
+            "gamma" => value
+                .get::<GammaChoice>()
+                .map(|v| s.gamma = v)
+                .map_err(|e| e.to_string()),
             "dtype" => value
                 .get::<DtypeChoice>()
                 .map(|v| s.dtype = v)
@@ -273,6 +303,10 @@ impl ObjectImpl for PinframeConvert {
             "mean" => settings::triple_text(s.mean).to_value(),
             "std" => settings::triple_text(s.std).to_value(),
             "quantize" => settings::quantize_text(s.quantize).to_value(),
+            "black-level" => settings::black_level_text(s.black_level).to_value(),
+            "wb-gains" => settings::triple_text(s.wb_gains).to_value(),
+            "ccm" => settings::ccm_text(s.ccm).to_value(),
+            "gamma" => s.gamma.to_value(),
             "dtype" => s.dtype.to_value(),
             "layout" => s.layout.to_value(),
             "dma-route" => s.memory.to_text().to_value(),
@@ -399,8 +433,8 @@ impl PinframeConvert {
         let why = match InputSpec::from_caps(caps, self.backend()) {
             Err(e) => e,
             Ok(_) => format!(
-                "cannot convert {caps} with these properties; pinframeconvert takes video/x-raw and video/x-raw(memory:DMABuf) in {}",
-                caps::names(&caps::source_formats(self.backend()))
+                "cannot convert {caps} with these properties; pinframeconvert takes {}",
+                caps::sink_description(self.backend())
             ),
         };
         gst::warning!(CAT, imp = self, "{why}");
@@ -463,8 +497,8 @@ impl PinframeConvert {
         let mut memories: Vec<usize> = Vec::with_capacity(3);
         let mut fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(3);
         let probe = ImageLayout::with_planes(
-            input.info.width(),
-            input.info.height(),
+            input.width,
+            input.height,
             format,
             DType::U8,
             &(0..format.plane_count())
@@ -509,8 +543,8 @@ impl PinframeConvert {
             };
         }
         let layout = ImageLayout::with_planes(
-            input.info.width(),
-            input.info.height(),
+            input.width,
+            input.height,
             format,
             DType::U8,
             &planes[..format.plane_count()],
@@ -581,29 +615,62 @@ impl PinframeConvert {
             }
         } else {
             counters.mapped_sources += 1;
-            let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf, &input.info)
+            // Raw video is mapped plane by plane (GStreamer's video frame); a Bayer frame,
+            // which GStreamer's video library does not describe, as the buffer's bytes at
+            // the offsets and strides of its GstVideoMeta or its caps.
+            let frame = input
+                .info
+                .as_ref()
+                .map(|info| gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf, info))
+                .transpose()
                 .map_err(|e| format!("mapping the input frame: {e}"))?;
+            let whole = match frame {
+                Some(_) => None,
+                None => Some(
+                    inbuf
+                        .map_readable()
+                        .map_err(|e| format!("mapping the input buffer: {e}"))?,
+                ),
+            };
             let mut bufs: [&[u8]; 3] = [&[]; 3];
             let mut planes = [Plane::default(); 3];
-            let count = input.format.plane_count();
-            for i in 0..count {
-                let stride = usize::try_from(frame.plane_stride()[i])
-                    .map_err(|_| format!("plane {i} has a negative stride"))?;
-                planes[i] = Plane {
-                    buffer: i,
-                    offset: 0,
-                    stride,
-                };
-                bufs[i] = frame
-                    .plane_data(i as u32)
-                    .map_err(|e| format!("plane {i} of the input frame: {e}"))?;
-            }
+            let planes_n = input.format.plane_count();
+            let count = match (&frame, &whole) {
+                (Some(frame), _) => {
+                    for i in 0..planes_n {
+                        let stride = usize::try_from(frame.plane_stride()[i])
+                            .map_err(|_| format!("plane {i} has a negative stride"))?;
+                        planes[i] = Plane {
+                            buffer: i,
+                            offset: 0,
+                            stride,
+                        };
+                        bufs[i] = frame
+                            .plane_data(i as u32)
+                            .map_err(|e| format!("plane {i} of the input frame: {e}"))?;
+                    }
+                    planes_n
+                }
+                (None, Some(map)) => {
+                    let (offsets, strides) = plane_geometry(inbuf, input)?;
+                    for i in 0..planes_n {
+                        planes[i] = Plane {
+                            buffer: 0,
+                            offset: offsets[i],
+                            stride: strides[i],
+                        };
+                    }
+                    bufs[0] = map.as_slice();
+                    1
+                }
+                (None, None) => return Err("the input frame was not mapped".to_string().into()),
+            };
             let layout = ImageLayout::with_planes(
-                input.info.width(),
-                input.info.height(),
+                input.width,
+                input.height,
                 input.format,
                 DType::U8,
-                &planes[..count],
+                &planes[..planes_n],
             )
             .map_err(|e| e.to_string())?
             .with_colorimetry(input.colorimetry);
@@ -635,23 +702,29 @@ fn plane_geometry(
     let n = input.format.plane_count();
     let (offsets, strides): (Vec<usize>, Vec<i32>) = match inbuf.meta::<gst_video::VideoMeta>() {
         Some(m) => {
-            if m.width() != input.info.width()
-                || m.height() != input.info.height()
-                || m.format() != input.info.format()
+            if m.width() != input.width
+                || m.height() != input.height
+                || input
+                    .info
+                    .as_ref()
+                    .is_some_and(|i| m.format() != i.format())
             {
                 return Err(format!(
                     "the buffer's GstVideoMeta says {}x{} {} but the caps say {}x{} {}",
                     m.width(),
                     m.height(),
                     m.format().to_str(),
-                    input.info.width(),
-                    input.info.height(),
-                    input.info.format().to_str()
+                    input.width,
+                    input.height,
+                    input.format
                 ));
             }
             (m.offset().to_vec(), m.stride().to_vec())
         }
-        None => (input.info.offset().to_vec(), input.info.stride().to_vec()),
+        None => (
+            input.offsets.to_vec(),
+            input.strides.iter().map(|&s| s as i32).collect(),
+        ),
     };
     let mut o = [0usize; 3];
     let mut s = [0usize; 3];
@@ -741,20 +814,14 @@ impl BaseTransformImpl for PinframeConvert {
         if caps.is_any() {
             out = match direction {
                 gst::PadDirection::Sink => self.output_caps(&settings, None),
-                _ => caps::with_dmabuf(
-                    caps::video_structure(&caps::source_formats(self.backend()), None),
-                    true,
-                ),
+                _ => caps::sink_caps(self.backend(), None),
             };
         }
         for s in caps.iter() {
             let framerate = s.value("framerate").ok();
             let add = match direction {
                 gst::PadDirection::Sink => self.output_caps(&settings, framerate),
-                _ => caps::with_dmabuf(
-                    caps::video_structure(&caps::source_formats(self.backend()), framerate),
-                    true,
-                ),
+                _ => caps::sink_caps(self.backend(), framerate),
             };
             out.merge(add);
         }
@@ -854,13 +921,13 @@ impl BaseTransformImpl for PinframeConvert {
             OutputSpec::from_caps(outcaps, settings.layout.format(), settings.dtype.dtype())
                 .map_err(|e| self.refuse(format!("{e} (output caps {outcaps})")))?;
         let src_layout = input.default_layout().map_err(|e| self.refuse(e))?;
-        let options = settings.options(input.colorimetry, input.info.height());
+        let options = settings.options(input.colorimetry, input.height);
         Plan::new(&src_layout, &output.layout, &options).map_err(|e| {
             self.refuse(format!(
                 "cannot convert {} {}x{} to {} {}x{} {}: {e}",
                 input.format,
-                input.info.width(),
-                input.info.height(),
+                input.width,
+                input.height,
                 output.layout.format(),
                 output.layout.width(),
                 output.layout.height(),
@@ -919,17 +986,22 @@ impl BaseTransformImpl for PinframeConvert {
             gst::debug!(CAT, imp = self, "proposing no pool upstream: {e}");
             return Ok(());
         }
-        let size = input.info.size();
+        let size = input.size;
+        // A GstVideoMeta needs a GStreamer video format, which Bayer caps do not have: their
+        // buffers are at the caps' default stride, which needs no meta.
+        let video_meta = input.info.is_some();
         let pool = TensorPool::new(PoolSpec {
             layout,
             size,
             placement,
-            video_meta: true,
+            video_meta,
             source: true,
         });
         let mut config = pool.config();
         config.set_params(Some(&caps), size as u32, PROPOSED_POOL_MIN, 0);
-        config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+        if video_meta {
+            config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+        }
         pool.set_config(config)
             .map_err(|e| gst::loggable_error!(CAT, "configuring the proposed pool: {e}"))?;
         query.add_allocation_pool(Some(&pool), size as u32, PROPOSED_POOL_MIN, 0);
@@ -1022,7 +1094,7 @@ impl BaseTransformImpl for PinframeConvert {
         let (input, output) = {
             let negotiated = lock(&self.negotiated);
             let n = negotiated.as_ref().ok_or(gst::FlowError::NotNegotiated)?;
-            options = lock(&self.settings).options(n.input.colorimetry, n.input.info.height());
+            options = lock(&self.settings).options(n.input.colorimetry, n.input.height);
             (n.input.clone(), n.output.clone())
         };
         let mut processor = lock(&self.processor);
@@ -1064,7 +1136,7 @@ impl BaseTransformImpl for PinframeConvert {
                 return Err(gst::FlowError::Error);
             }
         };
-        if let Err(e) = meta::add(outbuf, &info, input.info.width(), input.info.height()) {
+        if let Err(e) = meta::add(outbuf, &info, input.width, input.height) {
             gst::warning!(
                 CAT,
                 imp = self,

@@ -299,12 +299,22 @@ pub fn pixel_format(v: gst_video::VideoFormat) -> PixelFormat {
         V::Bgra => PixelFormat::Bgra,
         V::Rgbp => PixelFormat::PlanarRgb,
         V::Bgrp => PixelFormat::PlanarBgr,
+        V::Gray16Le => PixelFormat::Y16,
+        V::P01010le => PixelFormat::P010,
+        V::P012Le => PixelFormat::P012,
+        V::P016Le => PixelFormat::P016,
         other => panic!("no pinframe format for {other:?}"),
     }
 }
 
 /// The GStreamer format of a pinframe one.
 pub fn video_format(f: PixelFormat) -> gst_video::VideoFormat {
+    try_video_format(f).unwrap_or_else(|| panic!("no GStreamer format for {f}"))
+}
+
+/// The GStreamer video/x-raw format of a pinframe one, if GStreamer 1.22 has one (Bayer
+/// travels as video/x-bayer; Y10, Y12 and CSI-2 packed RAW have no GStreamer name).
+pub fn try_video_format(f: PixelFormat) -> Option<gst_video::VideoFormat> {
     use gst_video::VideoFormat as V;
     [
         V::Yuy2,
@@ -324,10 +334,13 @@ pub fn video_format(f: PixelFormat) -> gst_video::VideoFormat {
         V::Bgra,
         V::Rgbp,
         V::Bgrp,
+        V::Gray16Le,
+        V::P01010le,
+        V::P012Le,
+        V::P016Le,
     ]
     .into_iter()
     .find(|&v| pixel_format(v) == f)
-    .unwrap_or_else(|| panic!("no GStreamer format for {f}"))
 }
 
 /// The input frame of `buf` (caps `caps`) converted by the library with `processor` into

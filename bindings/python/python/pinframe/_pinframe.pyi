@@ -22,6 +22,12 @@ AccessName = Literal["read", "write", "readwrite"]
 FormatName = Literal[
     "yuyv", "uyvy", "yvyu", "vyuy", "nv12", "nv21", "nv16", "nv61", "i420", "yv12",
     "grey", "rgb", "bgr", "rgba", "bgra", "planar-rgb", "planar-bgr",
+    # Sources only: Bayer at 8 bits, 10/12/16 bits in 16-bit words, CSI-2 packed 10/12;
+    # deep grey; 4:2:0 with 16-bit samples.
+    "rggb8", "bggr8", "grbg8", "gbrg8", "rggb10", "bggr10", "grbg10", "gbrg10",
+    "rggb12", "bggr12", "grbg12", "gbrg12", "rggb16", "bggr16", "grbg16", "gbrg16",
+    "rggb10p", "bggr10p", "grbg10p", "gbrg10p", "rggb12p", "bggr12p", "grbg12p", "gbrg12p",
+    "y10", "y12", "y16", "p010", "p012", "p016",
 ]
 FdLike = Union[int, "os.PathLike[str]", Any]
 
@@ -248,7 +254,16 @@ class ImageProcessor:
         range: Optional[Literal["limited", "full"]] = None,
         src_format: Optional[FormatName | str] = None,
         src_layout: Optional[ImageLayout] = None,
-    ) -> ConvertInfo: ...
+        black_level: Optional[Union[int, Tuple[int, int, int, int]]] = None,
+        wb_gains: Optional[Tuple[float, float, float]] = None,
+        ccm: Optional[Union[Sequence[Sequence[float]], Sequence[float], np.ndarray]] = None,
+        gamma: Optional[Literal["linear", "srgb"]] = None,
+    ) -> ConvertInfo:
+        """Converts `src` into `dst` in one pass. RAW (Bayer) sources also take
+        `black_level` (one code or R, Gr, Gb, B, in the source's units, below its white
+        level), `wb_gains` (R, G, B), `ccm` (3x3, camera RGB to output RGB) and `gamma`;
+        bad values raise InvalidInput (a ValueError)."""
+        ...
 
 class Camera:
     """A V4L2 camera or the synthetic one; an iterator of frames and a context manager."""
