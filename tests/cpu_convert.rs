@@ -9,81 +9,12 @@ use pinframe::{
     Rotation,
 };
 use reference::{
-    DST_FORMATS, Readback, Rng, max_error, quantized_reference, random_buffers, read_back,
-    read_back_quantized, reference, source_size,
+    DST_FORMATS, Readback, Rng, check, check_dtype, max_error, quantized_reference, random_buffers,
+    read_back, read_back_quantized, reference, source_size,
 };
-
-const SENTINEL: u8 = 0xA5;
 
 fn processor() -> ImageProcessor {
     ImageProcessor::with_backend(Backend::Cpu).unwrap()
-}
-
-/// Converts with the CPU backend into a sentinel-filled destination buffer; checks every
-/// byte the destination layout does not cover is untouched, and returns the error
-/// against the reference.
-fn check<T: Readback>(
-    proc: &mut ImageProcessor,
-    bufs: &[Vec<u8>],
-    src: &ImageLayout,
-    dst: &ImageLayout,
-    o: &ConvertOptions,
-) -> f64 {
-    let elem = std::mem::size_of::<T>();
-    let mut out = vec![T::zeroed(); dst.allocation_len(0) / elem + 3];
-    bytemuck::cast_slice_mut::<T, u8>(&mut out).fill(SENTINEL);
-    let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
-    proc.convert_buffers(&slices, src, &mut out, dst, o)
-        .unwrap_or_else(|e| panic!("{src:?} -> {dst:?} {o:?}: {e}"));
-    // Bytes outside the image (stride padding, gaps, the tail) keep the sentinel.
-    let bytes: &[u8] = bytemuck::cast_slice(&out);
-    let mut covered = vec![false; bytes.len()];
-    for (i, p) in dst.planes().iter().enumerate() {
-        for r in 0..dst.plane_height(i) as usize {
-            let start = p.offset + r * p.stride;
-            covered[start..start + dst.plane_row_bytes(i)].fill(true);
-        }
-    }
-    for (i, (&b, &c)) in bytes.iter().zip(&covered).enumerate() {
-        assert!(c || b == SENTINEL, "byte {i} outside {dst:?} was written");
-    }
-    let want = reference(bufs, src, dst.width(), dst.height(), dst.format(), o);
-    let got = read_back(&out, dst, o.normalize.mean, o.normalize.std);
-    let (err, at) = max_error(&got, &want, dst.format(), dst.dtype());
-    let w = dst.width() as usize;
-    assert!(
-        err <= tolerance(dst.dtype()),
-        "{src:?} -> {dst:?} {o:?}: error {err} at ({}, {}): got {:?} want {:?}",
-        at % w,
-        at / w,
-        got[at],
-        want[at]
-    );
-    err
-}
-
-fn tolerance(dtype: DType) -> f64 {
-    match dtype {
-        DType::U8 | DType::I8 => 1.0,
-        // Float outputs keep the unrounded value: compare in 0..=255 units.
-        _ => 0.6,
-    }
-}
-
-fn check_dtype(
-    proc: &mut ImageProcessor,
-    bufs: &[Vec<u8>],
-    src: &ImageLayout,
-    dst: &ImageLayout,
-    o: &ConvertOptions,
-) -> f64 {
-    match dst.dtype() {
-        DType::U8 => check::<u8>(proc, bufs, src, dst, o),
-        DType::I8 => check::<i8>(proc, bufs, src, dst, o),
-        DType::F16 => check::<half::f16>(proc, bufs, src, dst, o),
-        DType::F32 => check::<f32>(proc, bufs, src, dst, o),
-        d => panic!("{d} is not a destination dtype"),
-    }
 }
 
 const DTYPES: [DType; 4] = [DType::U8, DType::I8, DType::F16, DType::F32];

@@ -11,7 +11,7 @@ use pinframe::{
     Backend, CfaSite, ConvertOptions, Crop, DType, ErrorKind, Fit, Flip, Gamma, ImageLayout,
     ImageProcessor, Interpolation, Isp, Normalize, PixelFormat, Plane, Rotation,
 };
-use reference::{Readback, Rng, max_error, put_raw_code, read_back, reference};
+use reference::{Rng, check, check_dtype, put_raw_code, sensor_isp};
 
 fn processor() -> ImageProcessor {
     ImageProcessor::with_backend(Backend::Cpu).unwrap()
@@ -69,67 +69,6 @@ fn random_frame(layout: &ImageLayout, rng: &mut Rng) -> Vec<Vec<u8>> {
         }
     }
     bufs
-}
-
-fn tolerance(dtype: DType) -> f64 {
-    match dtype {
-        DType::U8 | DType::I8 => 1.0,
-        _ => 0.6,
-    }
-}
-
-/// Converts and compares with the reference; returns the largest error.
-fn check<T: Readback>(
-    proc: &mut ImageProcessor,
-    bufs: &[Vec<u8>],
-    src: &ImageLayout,
-    dst: &ImageLayout,
-    o: &ConvertOptions,
-) -> f64 {
-    let mut out = vec![T::zeroed(); dst.allocation_len(0) / std::mem::size_of::<T>()];
-    let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
-    proc.convert_buffers(&slices, src, &mut out, dst, o)
-        .unwrap_or_else(|e| panic!("{src:?} -> {dst:?} {o:?}: {e}"));
-    let want = reference(bufs, src, dst.width(), dst.height(), dst.format(), o);
-    let got = read_back(&out, dst, o.normalize.mean, o.normalize.std);
-    let (err, at) = max_error(&got, &want, dst.format(), dst.dtype());
-    let w = dst.width() as usize;
-    assert!(
-        err <= tolerance(dst.dtype()),
-        "{src:?} -> {dst:?} {o:?}: error {err} at ({}, {}): got {:?} want {:?}",
-        at % w,
-        at / w,
-        got[at],
-        want[at]
-    );
-    err
-}
-
-fn check_dtype(
-    proc: &mut ImageProcessor,
-    bufs: &[Vec<u8>],
-    src: &ImageLayout,
-    dst: &ImageLayout,
-    o: &ConvertOptions,
-) -> f64 {
-    match dst.dtype() {
-        DType::U8 => check::<u8>(proc, bufs, src, dst, o),
-        DType::I8 => check::<i8>(proc, bufs, src, dst, o),
-        DType::F16 => check::<half::f16>(proc, bufs, src, dst, o),
-        _ => check::<f32>(proc, bufs, src, dst, o),
-    }
-}
-
-/// A sensor-like ISP: per-site black levels, white balance, a CCM with negative
-/// off-diagonals, sRGB, scaled to the format's depth.
-fn sensor_isp(format: PixelFormat) -> Isp {
-    let shift = format.storage().bits() - 8;
-    Isp {
-        black_level: [16u16, 17, 15, 18].map(|b| b << shift),
-        gains: [1.9, 1.0, 1.55],
-        ccm: [[1.6, -0.4, -0.2], [-0.25, 1.45, -0.2], [-0.05, -0.5, 1.55]],
-        gamma: Gamma::Srgb,
-    }
 }
 
 /// A padded, offset layout (rows longer than the data, the image not at byte 0).

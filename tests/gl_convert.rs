@@ -13,13 +13,13 @@ mod reference;
 use half::f16;
 use pinframe::image::FormatFamily;
 use pinframe::{
-    Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, Gamma,
-    ImageLayout, ImageProcessor, Interpolation, Isp, Matrix, Memory, Normalize, PixelFormat,
-    Quantize, Range, Rotation, SampleStorage, Tensor,
+    Backend, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, ImageLayout,
+    ImageProcessor, Interpolation, Matrix, Memory, Normalize, PixelFormat, Quantize, Range,
+    Rotation, SampleStorage, Tensor,
 };
 use reference::{
     DST_FORMATS, Readback, Rng, max_error, put_raw_code, quantized_reference, random_buffers,
-    raw_code, read_back, read_back_quantized, reference, source_size,
+    raw_code, read_back, read_back_quantized, reference, sensor_isp, source_size,
 };
 
 /// The source formats the GL backend converts (planar RGB/BGR are CPU-only sources).
@@ -291,19 +291,6 @@ fn gl_quantized_matches_cpu_and_the_reference() {
         }
     }
     eprintln!("quantised, per source family [GL vs CPU, GL vs reference]:{worst}");
-}
-
-/// The ISP a sensor's frames need, scaled to `sf`'s white level: per-site black levels,
-/// daylight gains (enough to clip bright sites), a colour matrix with negative
-/// off-diagonals (rows summing to 1, as calibrated ones do) and the sRGB curve.
-fn sensor_isp(sf: PixelFormat) -> Isp {
-    let white = sf.storage().max_value();
-    Isp {
-        black_level: [64u32, 60, 68, 56].map(|b| (b * (white + 1) / 1024) as u16),
-        gains: [1.9, 1.0, 1.6],
-        ccm: [[1.6, -0.4, -0.2], [-0.3, 1.5, -0.2], [-0.1, -0.5, 1.6]],
-        gamma: Gamma::Srgb,
-    }
 }
 
 /// The RAW pipeline with a non-default ISP on every Bayer format: GL against the f64

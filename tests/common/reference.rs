@@ -5,7 +5,7 @@
 
 use pinframe::{
     CfaSite, Colorimetry, ColorimetryChoice, ConvertOptions, Crop, DType, Fit, Flip, Gamma,
-    ImageLayout, Interpolation, Isp, PixelFormat, Rotation, SampleStorage,
+    ImageLayout, ImageProcessor, Interpolation, Isp, PixelFormat, Rotation, SampleStorage,
 };
 
 /// 75% colour bars (vivid's default test pattern, and the Rec. 601/709 bar values the
@@ -547,4 +547,87 @@ pub fn read_back_quantized<T: Readback>(dst: &[T], l: &ImageLayout) -> Vec<([f64
             }
         })
         .collect()
+}
+
+/// What the conversion tests fill destination buffers with, to see what was written.
+pub const SENTINEL: u8 = 0xA5;
+
+/// Converts with `proc` (the CPU backend in the CPU tests) into a sentinel-filled destination buffer; checks every
+/// byte the destination layout does not cover is untouched, and returns the error
+/// against the reference.
+pub fn check<T: Readback>(
+    proc: &mut ImageProcessor,
+    bufs: &[Vec<u8>],
+    src: &ImageLayout,
+    dst: &ImageLayout,
+    o: &ConvertOptions,
+) -> f64 {
+    let elem = std::mem::size_of::<T>();
+    let mut out = vec![T::zeroed(); dst.allocation_len(0) / elem + 3];
+    bytemuck::cast_slice_mut::<T, u8>(&mut out).fill(SENTINEL);
+    let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    proc.convert_buffers(&slices, src, &mut out, dst, o)
+        .unwrap_or_else(|e| panic!("{src:?} -> {dst:?} {o:?}: {e}"));
+    // Bytes outside the image (stride padding, gaps, the tail) keep the sentinel.
+    let bytes: &[u8] = bytemuck::cast_slice(&out);
+    let mut covered = vec![false; bytes.len()];
+    for (i, p) in dst.planes().iter().enumerate() {
+        for r in 0..dst.plane_height(i) as usize {
+            let start = p.offset + r * p.stride;
+            covered[start..start + dst.plane_row_bytes(i)].fill(true);
+        }
+    }
+    for (i, (&b, &c)) in bytes.iter().zip(&covered).enumerate() {
+        assert!(c || b == SENTINEL, "byte {i} outside {dst:?} was written");
+    }
+    let want = reference(bufs, src, dst.width(), dst.height(), dst.format(), o);
+    let got = read_back(&out, dst, o.normalize.mean, o.normalize.std);
+    let (err, at) = max_error(&got, &want, dst.format(), dst.dtype());
+    let w = dst.width() as usize;
+    assert!(
+        err <= tolerance(dst.dtype()),
+        "{src:?} -> {dst:?} {o:?}: error {err} at ({}, {}): got {:?} want {:?}",
+        at % w,
+        at / w,
+        got[at],
+        want[at]
+    );
+    err
+}
+
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::U8 | DType::I8 => 1.0,
+        // Float outputs keep the unrounded value: compare in 0..=255 units.
+        _ => 0.6,
+    }
+}
+
+pub fn check_dtype(
+    proc: &mut ImageProcessor,
+    bufs: &[Vec<u8>],
+    src: &ImageLayout,
+    dst: &ImageLayout,
+    o: &ConvertOptions,
+) -> f64 {
+    match dst.dtype() {
+        DType::U8 => check::<u8>(proc, bufs, src, dst, o),
+        DType::I8 => check::<i8>(proc, bufs, src, dst, o),
+        DType::F16 => check::<half::f16>(proc, bufs, src, dst, o),
+        DType::F32 => check::<f32>(proc, bufs, src, dst, o),
+        d => panic!("{d} is not a destination dtype"),
+    }
+}
+
+/// The ISP a sensor's frames need, scaled to `format`'s white level: per-site black
+/// levels, daylight gains (enough to clip bright sites), a colour matrix with negative
+/// off-diagonals (rows summing to 1, as calibrated ones do) and the sRGB curve.
+pub fn sensor_isp(format: PixelFormat) -> Isp {
+    let white = format.storage().max_value();
+    Isp {
+        black_level: [64u32, 60, 68, 56].map(|b| (b * (white + 1) / 1024) as u16),
+        gains: [1.9, 1.0, 1.6],
+        ccm: [[1.6, -0.4, -0.2], [-0.3, 1.5, -0.2], [-0.1, -0.5, 1.6]],
+        gamma: Gamma::Srgb,
+    }
 }
