@@ -160,8 +160,11 @@ fn debayer_rggb<T: Copy + Into<u32>>(src: &[T], shift: u32, rgb: &mut [u8]) {
                 (1, 0) => [across(), centre, along()],
                 _ => [along(), centre, across()],
             };
-            rgb[(y * w + x) * 3..][..3]
-                .copy_from_slice(&[(r >> shift) as u8, (g >> shift) as u8, (b >> shift) as u8]);
+            rgb[(y * w + x) * 3..][..3].copy_from_slice(&[
+                (r >> shift) as u8,
+                (g >> shift) as u8,
+                (b >> shift) as u8,
+            ]);
         }
     }
 }
