@@ -1,8 +1,9 @@
 #!/bin/bash
 # Runs inside the VM lane's guest, chrooted into the host's root (read-only), as
 # root. scripts/vm-test copies it into the results share next to plan.sh, which
-# defines REPO, THREADS, BIN_TIMEOUT, the arrays TEST_NAMES / TEST_BINS (parallel)
-# and LIBTEST_ARGS (filters and flags passed through to every test binary).
+# defines REPO, THREADS, BIN_TIMEOUT, CI (the host's), the arrays TEST_NAMES /
+# TEST_BINS (parallel) and LIBTEST_ARGS (filters and flags passed through to every
+# test binary).
 #
 # For each binary NAME it writes NAME.out (stdout + stderr) and NAME.rc (exit code),
 # then writes `done`. Device discovery goes to devices.env and the log to guest.log.
@@ -62,6 +63,7 @@ for i in "${!TEST_BINS[@]}"; do
         PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
         HOME=/tmp/home XDG_CACHE_HOME=/tmp/home/.cache XDG_RUNTIME_DIR=/run TMPDIR=/tmp \
         CARGO_MANIFEST_DIR="$REPO" \
+        CI="${CI:-}" \
         PINFRAME_VM=1 \
         PINFRAME_VM_VIDEO="$video" \
         PINFRAME_VM_VIDEO_MPLANE="$video_mplane" \
