@@ -291,23 +291,7 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
                 return Err(not_in_place(a, format, "its samples are not contiguous"));
             }
             let rows = sh[0];
-            let (_, vsub) = format.chroma_subsampling();
-            // rows = height + ceil(height / vsub)
-            let height = if vsub == 1 {
-                rows.is_multiple_of(2).then_some(rows / 2)
-            } else {
-                match rows % 3 {
-                    0 => Some(rows / 3 * 2),
-                    2 => Some((rows - 2) / 3 * 2 + 1),
-                    _ => None,
-                }
-            }
-            .filter(|&h| h > 0)
-            .ok_or_else(|| {
-                invalid(format!(
-                    "a {format} array of {rows} rows is not height + chroma rows for any height"
-                ))
-            })?;
+            let height = luma_height(format, rows)?;
             if format.family() == FormatFamily::PlanarYuv420 {
                 // The two chroma planes share the array's rows only when tightly packed.
                 if !sh[1].is_multiple_of(2) || st[0] != sh[1] {
@@ -363,19 +347,7 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
             };
             let rows = sh[0];
             let height = if format.family() == FormatFamily::SemiPlanarYuv16 {
-                // rows = height + ceil(height / 2)
-                match rows % 3 {
-                    0 => Some(rows / 3 * 2),
-                    2 => Some((rows - 2) / 3 * 2 + 1),
-                    _ => None,
-                }
-                .filter(|&h| h > 0)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "a {format} array of {rows} rows is not height + chroma rows for any \
-                         height"
-                    ))
-                })?
+                luma_height(format, rows)?
             } else {
                 rows
             };
@@ -433,4 +405,24 @@ pub(crate) fn check_extent(a: &ArrayRef, layout: &ImageLayout) -> PyResult<()> {
         ));
     }
     Ok(())
+}
+
+/// The image height of a YUV array of `rows` rows stacked as OpenCV does (height +
+/// ceil(height / vsub) chroma rows), or the error naming the shape.
+fn luma_height(format: PixelFormat, rows: usize) -> PyResult<usize> {
+    let (_, vsub) = format.chroma_subsampling();
+    let height = if vsub == 1 {
+        rows.is_multiple_of(2).then_some(rows / 2)
+    } else {
+        match rows % 3 {
+            0 => Some(rows / 3 * 2),
+            2 => Some((rows - 2) / 3 * 2 + 1),
+            _ => None,
+        }
+    };
+    height.filter(|&h| h > 0).ok_or_else(|| {
+        invalid(format!(
+            "a {format} array of {rows} rows is not height + chroma rows for any height"
+        ))
+    })
 }

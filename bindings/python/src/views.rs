@@ -146,7 +146,7 @@ pub(crate) fn geometry(
         }
         FormatFamily::Grey => vec![s0, item as isize, item as isize],
         FormatFamily::PackedYuv422 => vec![s0, 2, 1],
-        FormatFamily::SemiPlanarYuv => {
+        FormatFamily::SemiPlanarYuv | FormatFamily::SemiPlanarYuv16 => {
             let p1 = planes[1];
             if w % 2 != 0 {
                 return Err(not_one_array(
@@ -181,22 +181,6 @@ pub(crate) fn geometry(
         }
         // Rows of bytes: a sample may span bytes (16-bit words, CSI-2 groups).
         FormatFamily::Bayer | FormatFamily::DeepGrey => vec![s0, 1],
-        FormatFamily::SemiPlanarYuv16 => {
-            let p1 = planes[1];
-            if w % 2 != 0 {
-                return Err(not_one_array(
-                    layout,
-                    "odd width: a chroma row is wider than a luma row",
-                ));
-            }
-            if p1.stride != p0.stride || p1.offset != p0.offset + p0.stride * h {
-                return Err(not_one_array(
-                    layout,
-                    "the chroma plane does not follow the luma rows",
-                ));
-            }
-            vec![s0, 1]
-        }
         FormatFamily::PlanarRgb => {
             let (p1, p2) = (planes[1], planes[2]);
             let step = p1.offset.checked_sub(p0.offset);
