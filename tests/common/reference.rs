@@ -552,9 +552,9 @@ pub fn read_back_quantized<T: Readback>(dst: &[T], l: &ImageLayout) -> Vec<([f64
 /// What the conversion tests fill destination buffers with, to see what was written.
 pub const SENTINEL: u8 = 0xA5;
 
-/// Converts with `proc` (the CPU backend in the CPU tests) into a sentinel-filled destination buffer; checks every
-/// byte the destination layout does not cover is untouched, and returns the error
-/// against the reference.
+/// Converts with `proc` (the CPU backend in the CPU tests) into a sentinel-filled
+/// destination buffer; checks every byte the destination layout does not cover is
+/// untouched, and returns the error against the reference.
 pub fn check<T: Readback>(
     proc: &mut ImageProcessor,
     bufs: &[Vec<u8>],
@@ -595,6 +595,8 @@ pub fn check<T: Readback>(
     err
 }
 
+/// The error a CPU conversion may have against the reference: one step of an integer
+/// store, 0.6 (in 0..=255 units) for floats.
 pub fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::U8 | DType::I8 => 1.0,
@@ -603,6 +605,7 @@ pub fn tolerance(dtype: DType) -> f64 {
     }
 }
 
+/// [`check`] for the element type of `dst`.
 pub fn check_dtype(
     proc: &mut ImageProcessor,
     bufs: &[Vec<u8>],
