@@ -5,7 +5,11 @@
 //! cargo run --release --example camera_pipeline -- [--frames N] [--snapshot out.png]
 //!     [--device /dev/video0] [--synthetic] [--size WxH] [--format yuyv|nv12|...]
 //!     [--fps N] [--backend auto|cpu|gl] [--buffers N] [--buffer-mode auto|dmabuf|mmap]
+//!     [--black-level N] [--wb-gains R,G,B] [--gamma linear|srgb]
 //! ```
+//!
+//! RAW sensors (`--format rggb10`, `bggr10p`, ...; the synthetic camera mosaics its pattern
+//! too) take the ISP steps `--black-level`, `--wb-gains` and `--gamma`.
 //!
 //! Opens `--device` (default `/dev/video0`) when it exists, else the synthetic camera
 //! (a moving test pattern, unpaced unless `--fps` is given, so the numbers are the
@@ -22,8 +26,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use pinframe::camera::{BufferMode, Camera, CameraConfig};
 use pinframe::{
-    Access, Backend, ConvertOptions, Error, Fit, ImageProcessor, MemoryRequest, PixelFormat,
-    Result, Tensor,
+    Access, Backend, ConvertOptions, Error, Fit, Gamma, ImageProcessor, Isp, MemoryRequest,
+    PixelFormat, Result, Tensor,
 };
 
 /// Destination size (a typical detector input).
@@ -64,6 +68,24 @@ struct Args {
     /// Capture buffer mode: auto, dmabuf or mmap.
     #[arg(long, default_value = "auto")]
     buffer_mode: BufferMode,
+    /// RAW sources: the sensor's black level, in its own units (e.g. 64 for 10 bits).
+    #[arg(long, default_value_t = 0)]
+    black_level: u16,
+    /// RAW sources: white-balance gains.
+    #[arg(long, value_name = "R,G,B", value_parser = parse_gains, default_value = "1,1,1")]
+    wb_gains: [f32; 3],
+    /// RAW sources: output transfer function.
+    #[arg(long, default_value = "linear")]
+    gamma: Gamma,
+}
+
+fn parse_gains(s: &str) -> std::result::Result<[f32; 3], String> {
+    let bad = || format!("gains {s:?} are not R,G,B (e.g. 1.9,1,1.6)");
+    let v: Vec<f32> = s
+        .split(',')
+        .map(|p| p.trim().parse().map_err(|_| bad()))
+        .collect::<std::result::Result<_, _>>()?;
+    v.try_into().map_err(|_| bad())
 }
 
 fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
@@ -129,6 +151,12 @@ fn run(args: &Args) -> Result<()> {
     let mut proc = ImageProcessor::with_backend(args.backend)?;
     let options = ConvertOptions {
         fit: Fit::Letterbox { pad: [114; 3] },
+        isp: Isp {
+            black_level: [args.black_level; 4],
+            gains: args.wb_gains,
+            gamma: args.gamma,
+            ..Isp::IDENTITY
+        },
         ..ConvertOptions::default()
     };
     println!(

@@ -1,12 +1,13 @@
-//! The synthetic camera: a moving test pattern in YUYV or NV12, so the pipeline runs on
-//! machines without a camera.
+//! The synthetic camera: a moving test pattern in YUYV, NV12 or any Bayer format (the
+//! pattern's RGB mosaicked by the colour filter array, as a RAW sensor without a black
+//! level delivers it), so the pipeline runs on machines without a camera.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::pool::{Captured, Shared, Slot, SlotState};
 use super::{BufferMode, CameraConfig, CaptureFormat};
-use crate::image::{Colorimetry, PixelFormat};
+use crate::image::{Colorimetry, FormatFamily, PixelFormat, SampleStorage};
 use crate::tensor::{Memory, Tensor};
 use crate::{Error, Result};
 
@@ -83,7 +84,8 @@ pub(crate) struct Pattern {
     start: Instant,
     sequence: u32,
     next_slot: usize,
-    /// One row of Y'CbCr (4:4:4) per row kind: bars, bars + box, ramp, ramp + box.
+    /// One row per row kind (bars, bars + box, ramp, ramp + box): Y'CbCr (4:4:4) for the
+    /// YUV formats, RGB for Bayer.
     rows: [Vec<[u8; 3]>; 4],
 }
 
@@ -96,22 +98,26 @@ impl Pattern {
                 Some((f, false)) => f,
                 _ => {
                     return Err(Error::Unsupported(format!(
-                        "the synthetic camera makes yuyv or nv12, not {}",
+                        "the synthetic camera makes yuyv, nv12 or a Bayer format, not {}",
                         crate::image::fourcc_to_string(code)
                     )));
                 }
             },
             None => config.format.unwrap_or(PixelFormat::Yuyv),
         };
-        if !matches!(format, PixelFormat::Yuyv | PixelFormat::Nv12) {
+        let bayer = format.family() == FormatFamily::Bayer;
+        if !bayer && !matches!(format, PixelFormat::Yuyv | PixelFormat::Nv12) {
             return Err(Error::Unsupported(format!(
-                "the synthetic camera makes yuyv or nv12, not {format}"
+                "the synthetic camera makes yuyv, nv12 or a Bayer format (rggb8, rggb10, \
+                 rggb10p, ...), not {format}"
             )));
         }
         let (width, height) = config.size.unwrap_or(DEFAULT_SIZE);
-        if width % 2 != 0 || height % 2 != 0 || width < 16 || height < 16 {
+        let (mw, _) = format.size_multiple();
+        if width % 2 != 0 || height % 2 != 0 || width < 16 || height < 16 || width % mw != 0 {
             return Err(Error::InvalidArgument(format!(
-                "synthetic camera size {width}x{height}: width and height must be even and at least 16"
+                "synthetic camera size {width}x{height}: width and height must be even and at \
+                 least 16 (for {format} the width a multiple of {mw})"
             )));
         }
         let memory = match config.buffer_mode {
@@ -245,7 +251,11 @@ impl Pattern {
                 } else {
                     pattern_rgb_no_box(w, h, t, x, y)
                 };
-                *out = rgb_to_yuv601(rgb);
+                *out = if self.format.cfa().is_some() {
+                    rgb
+                } else {
+                    rgb_to_yuv601(rgb)
+                };
             }
         }
     }
@@ -269,6 +279,20 @@ impl Pattern {
         let mut map = tensor.map_mut()?;
         let bytes = map.buffer_bytes_mut(0);
         let w = self.width as usize;
+        if let Some(cfa) = self.format.cfa() {
+            let storage = self.format.storage();
+            let stride = planes[0].stride;
+            for y in 0..self.height {
+                let row = &self.rows[self.row_kind(t, y)];
+                let start = planes[0].offset + y as usize * stride;
+                let out = &mut bytes[start..start + layout.plane_row_bytes(0)];
+                for (x, rgb) in row.iter().enumerate() {
+                    let v = rgb[cfa.site(x as u32, y).channel()];
+                    put_code(storage, out, x, v);
+                }
+            }
+            return Ok(());
+        }
         match self.format {
             PixelFormat::Yuyv => {
                 let stride = planes[0].stride;
@@ -307,6 +331,30 @@ impl Pattern {
             }
         }
         Ok(())
+    }
+}
+
+/// Writes the 8-bit value `v` as sample `x` of a row stored as `storage`, scaled to its
+/// depth the way sensors and vivid do (the top bits repeated into the low ones, so 255
+/// is the white level).
+fn put_code(storage: SampleStorage, row: &mut [u8], x: usize, v: u8) {
+    let bits = storage.bits();
+    let code = (u32::from(v) << (bits - 8)) | (u32::from(v) >> (16 - bits).min(8));
+    match storage {
+        SampleStorage::Byte => row[x] = v,
+        SampleStorage::Le16Low { .. } | SampleStorage::Le16High { .. } => {
+            row[2 * x..2 * x + 2].copy_from_slice(&(code as u16).to_le_bytes());
+        }
+        SampleStorage::Csi2Packed10 => {
+            let (g, k) = (x / 4 * 5, x % 4);
+            row[g + k] = (code >> 2) as u8;
+            row[g + 4] = (row[g + 4] & !(3 << (2 * k))) | ((code & 3) << (2 * k)) as u8;
+        }
+        SampleStorage::Csi2Packed12 => {
+            let (g, k) = (x / 2 * 3, x % 2);
+            row[g + k] = (code >> 4) as u8;
+            row[g + 2] = (row[g + 2] & !(15 << (4 * k))) | ((code & 15) << (4 * k)) as u8;
+        }
     }
 }
 
