@@ -1008,7 +1008,7 @@ static void camera_errors(void) {
   FAILS(pinframe_camera_synthetic(&config, &cam), PINFRAME_ERROR_INVALID_INPUT,
         "unknown DMA route");
   OK(pinframe_camera_config_init(&config));
-  config.format = PINFRAME_FORMAT_RGB; /* the synthetic camera makes YUYV and NV12 */
+  config.format = PINFRAME_FORMAT_RGB; /* the synthetic camera makes YUYV, NV12 and Bayer */
   FAILS(pinframe_camera_synthetic(&config, &cam), PINFRAME_ERROR_UNSUPPORTED, "rgb");
   CHECK(cam == NULL);
 
