@@ -671,8 +671,10 @@ fn holding_all_buffers_errors_and_gaps_count_as_dropped() {
         let held: Vec<Frame> = (0..n).map(|_| cam.next_frame().unwrap()).collect();
         let start = std::time::Instant::now();
         let err = cam.next_frame().unwrap_err();
+        // At once, not after the 5 s frame timeout (1 s: TCG on a busy host stalls the
+        // guest for a few hundred ms now and then).
         assert!(
-            start.elapsed() < Duration::from_millis(100),
+            start.elapsed() < Duration::from_secs(1),
             "the error comes at once"
         );
         assert!(matches!(err, Error::AllBuffersHeld { .. }), "{err}");

@@ -819,7 +819,9 @@ fn zz_a_disconnect_mid_stream_ends_next_frame_and_held_frames_stay_valid() {
         let start = Instant::now();
         let again = cam.next_frame().unwrap_err();
         assert_eq!(again.kind(), ErrorKind::Disconnected, "{again}");
-        assert!(start.elapsed() < Duration::from_millis(100), "at once");
+        // At once, not after the 5 s frame timeout (1 s: TCG on a busy host stalls the
+        // guest for a few hundred ms now and then).
+        assert!(start.elapsed() < Duration::from_secs(1), "at once");
         assert!(
             held.map().unwrap().as_bytes() == &bytes[..],
             "the held frame changed"
