@@ -13,9 +13,6 @@ mod common;
 #[path = "common/reference.rs"]
 mod reference;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use common::litert::{environment, face_model, scratch_file};
 use common::tflite;
 use pinframe::convert::{ModelInput, TensorLayout};
@@ -29,39 +26,11 @@ use pinframe::{
 };
 use reference::{Rng, quantized_reference, random_buffers, reference};
 
-/// Counts heap allocations made by this thread (the calling thread of the frame loop;
-/// the CPU backend's rayon workers and LiteRT's own threads are not counted).
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded to the system allocator unchanged; the counter is a
-// thread-local Cell with a const initialiser (no allocation, no reentrancy).
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded; `ptr` came from `alloc` above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+// Counts the allocations of the frame loop's thread (the CPU backend's rayon workers and
+// LiteRT's own threads are not counted).
 #[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(|c| c.get())
-}
+static ALLOCATOR: common::counting_alloc::CountingAllocator =
+    common::counting_alloc::CountingAllocator;
 
 /// A YUYV camera frame of random pixels (a heap tensor, as the synthetic camera's are).
 fn random_frame(w: u32, h: u32, format: PixelFormat, seed: u64) -> Tensor<u8> {
@@ -200,13 +169,13 @@ fn bound_pin_is_read_in_place_with_no_copy() {
     proc.convert_with(&frames[0], &mut tensor, &options)
         .unwrap();
     let before = compiled.stats();
-    let warm = allocations();
+    let warm = common::counting_alloc::thread_allocations();
     for i in 0..1000 {
         proc.convert_with(&frames[i % 2], &mut tensor, &options)
             .unwrap();
         compiled.run().unwrap();
     }
-    let allocated = allocations() - warm;
+    let allocated = common::counting_alloc::thread_allocations() - warm;
     let after = compiled.stats();
     assert_eq!(after.runs, before.runs + 1000);
     assert_eq!(

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod counting_alloc;
 #[cfg(feature = "litert")]
 pub mod litert;
 pub mod log_capture;

@@ -255,7 +255,7 @@ fn vivid_captures_into_the_proposed_pool_zero_copy_soak() {
     );
     // RSS is the backstop for pages no allocator counts; it moves in steps of a few MiB as
     // malloc's arenas touch pages they had reserved (the camera fault soak saw 3 MiB with
-    // both heaps flat to the byte), so its bound is loose.
+    // both heaps within 1 KiB), so its bound is loose.
     let growth = rss_end.saturating_sub(rss_mid);
     assert!(
         growth < 6 * 1024,
