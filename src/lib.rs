@@ -26,8 +26,8 @@ pub use image::{
 };
 pub use processor::{Backend, ImageProcessor, ProcessorStats};
 pub use tensor::{
-    Access, HostPin, MapGuard, MapGuardMut, Memory, MemoryRequest, Tensor, cpu_mapping_shared,
-    with_cpu_mappings_excluded,
+    Access, HostPin, MapGuard, MapGuardMut, Memory, MemoryRequest, PinReadGuard, Tensor,
+    cpu_mapping_shared, with_cpu_mappings_excluded,
 };
 
 #[cfg(feature = "gl")]

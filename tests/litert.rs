@@ -458,3 +458,129 @@ fn missing_library_files_and_symbols_are_clear_errors() {
     let e = CompiledModel::new(&tiny, &[]).unwrap_err().to_string();
     assert!(e.contains("Accelerator::Cpu"), "{e}");
 }
+
+#[test]
+fn a_run_and_the_writers_of_its_bound_input_exclude_each_other() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let test = "a_run_and_the_writers_of_its_bound_input_exclude_each_other";
+    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+        return;
+    };
+    let model = Model::from_file(&env, &path).unwrap();
+    let layout = model.inputs()[0]
+        .image_input()
+        .unwrap()
+        .image_layout()
+        .unwrap();
+    let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    let mut input = Tensor::<f32>::with_layout(layout, Some(Memory::Shm)).unwrap();
+    compiled.bind_input(0, &input).unwrap();
+    let pin = input.pin_host().unwrap();
+
+    // A run does not start under a writer: it waits for the map_mut guard to drop.
+    let guard = input.map_mut().unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let runner = {
+        let ran = ran.clone();
+        std::thread::spawn(move || {
+            compiled.run().unwrap();
+            ran.store(true, Ordering::SeqCst);
+            compiled
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a run read its input under map_mut"
+    );
+    drop(guard);
+    let mut compiled = runner.join().unwrap();
+    assert_eq!(pin.readers(), 0, "the run left its read hold behind");
+
+    // Runs hold their input for their whole length: a thread watching the pin sees a
+    // reader while runs go on (observed, or a generous bound for hang detection).
+    let stop = Arc::new(AtomicBool::new(false));
+    let runner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                compiled.run().unwrap();
+            }
+            compiled
+        })
+    };
+    let start = Instant::now();
+    while pin.readers() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no run held its bound input in 120 s"
+        );
+        std::hint::spin_loop();
+    }
+    // And a conversion into the input meanwhile waits its turn and lands whole.
+    let frame = random_frame(640, 480, PixelFormat::Yuyv, 5);
+    let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    proc.convert(&frame, &mut input).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let mut compiled = runner.join().unwrap();
+    assert_eq!(pin.readers(), 0);
+
+    // A run on the thread that holds a writer of its input would wait for itself: refused.
+    let guard = input.map_mut().unwrap();
+    let e = compiled.run().unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    drop(guard);
+    compiled.run().unwrap();
+}
+
+#[test]
+fn a_failed_step_after_a_buffer_creation_destroys_the_buffer() {
+    use pinframe::runtime::litert::fail_after_next_buffer_creation;
+    let test = "a_failed_step_after_a_buffer_creation_destroys_the_buffer";
+    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+        return;
+    };
+    let model = Model::from_file(&env, &path).unwrap();
+    let layout = model.inputs()[0]
+        .image_input()
+        .unwrap()
+        .image_layout()
+        .unwrap();
+    let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    let outputs = model.outputs().len() as u64;
+    let live = |c: &CompiledModel| {
+        let s = c.stats();
+        s.buffers_created - s.buffers_destroyed
+    };
+    assert_eq!(live(&compiled), outputs);
+    let input = Tensor::<f32>::with_layout(layout, Some(Memory::Heap)).unwrap();
+
+    fail_after_next_buffer_creation();
+    let e = compiled.bind_input(0, &input).unwrap_err();
+    assert!(e.to_string().contains("failure injected"), "{e}");
+    assert_eq!(
+        live(&compiled),
+        outputs,
+        "bind_input's failed path kept its buffer"
+    );
+    assert!(compiled.input_binding(0).is_none());
+
+    fail_after_next_buffer_creation();
+    let e = compiled.allocate_input(0).unwrap_err();
+    assert!(e.to_string().contains("failure injected"), "{e}");
+    assert_eq!(
+        live(&compiled),
+        outputs,
+        "allocate_input's failed path kept its buffer"
+    );
+
+    // The model still works, and rebinding destroys what it replaces.
+    compiled.bind_input(0, &input).unwrap();
+    compiled.bind_input(0, &input).unwrap();
+    assert_eq!(live(&compiled), outputs + 1);
+    compiled.run().unwrap();
+    let s = compiled.stats();
+    assert_eq!((s.buffers_created, s.buffers_destroyed), (outputs + 4, 3));
+}

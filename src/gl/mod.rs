@@ -281,6 +281,9 @@ impl GlBackend {
         log::debug!("GL: drawing (imported target: {})", target.is_some());
         match target {
             Some(fbo) => {
+                // The GPU writes the dma-buf without a CPU mapping: hold off pin readers
+                // (a runtime's run) as `map_mut` would, until the result is there.
+                let _write = dst.write_hold()?;
                 self.renderer
                     .draw(gl, draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
                 self.stats.draws += 1;

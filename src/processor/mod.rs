@@ -375,6 +375,13 @@ impl ImageProcessor {
         let dst_layout = *layout;
         let dst_layout = &dst_layout;
         let plan = Plan::new(src_layout, dst_layout, options)?;
+        if let Some((s, d)) = src.shared_buffer_with(dst) {
+            return Err(Error::InvalidArgument(format!(
+                "the source's buffer {s} and the destination's buffer {d} are one buffer \
+                 (the same memory or the same dma-buf/memfd): a conversion cannot read the \
+                 memory it writes; convert into another tensor"
+            )));
+        }
         #[cfg(feature = "gl")]
         if let Some(r) = self.try_gl(|gl| gl.convert(&plan, src, dst)) {
             r?;

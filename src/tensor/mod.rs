@@ -1,5 +1,6 @@
 //! Tensors over heap, memfd or DMA-BUF memory, with map guards, host pins and cache sync.
 
+mod access;
 pub(crate) mod dma;
 pub mod guard;
 mod heap;
@@ -19,7 +20,9 @@ use std::sync::Arc;
 pub use dma::{DEFAULT_DMA_HEAPS, DmaRoute, dma_heap_order, primary_nodes, render_nodes};
 pub use guard::{CpuMappingGuard, cpu_mapping_guard};
 pub use heap::HEAP_ALIGNMENT;
-pub use pin::{CpuMappingShared, HostPin, cpu_mapping_shared, with_cpu_mappings_excluded};
+pub use pin::{
+    CpuMappingShared, HostPin, PinReadGuard, cpu_mapping_shared, with_cpu_mappings_excluded,
+};
 
 use storage::BufferStorage;
 use sync::SyncPhase;
@@ -592,9 +595,52 @@ impl<T: Element> Tensor<T> {
     /// Maps the tensor for writing. On dma-bufs the guard issues START|READ|WRITE now and
     /// END|READ|WRITE when it drops: a `&mut [T]` can be read as well as written, so the
     /// CPU cache must be valid at the start and flushed at the end.
+    ///
+    /// The guard also holds the write side of the tensor's access lock: it waits while a
+    /// runtime reads the tensor through a pin ([`HostPin::lock_read`], taken by
+    /// [`CompiledModel::run`](crate::runtime::litert::CompiledModel::run) for every bound
+    /// input), and such reads wait for the guard to drop. A thread that holds a read of
+    /// its own gets [`Error::InvalidArgument`] instead of waiting for itself.
     pub fn map_mut(&mut self) -> Result<MapGuardMut<'_, T>> {
+        let write = self.write_hold()?;
         let view = self.begin_cpu_access(Access::ReadWrite, true)?;
-        Ok(MapGuardMut { tensor: self, view })
+        Ok(MapGuardMut {
+            tensor: self,
+            view,
+            _write: write,
+        })
+    }
+
+    /// The first pair of buffers (`self`'s index, `other`'s index) that are one buffer:
+    /// the same allocation, or the same dma-buf or memfd imported twice. A conversion
+    /// refuses such a source and destination (it would read what it already wrote).
+    pub(crate) fn shared_buffer_with<U: Element>(
+        &self,
+        other: &Tensor<U>,
+    ) -> Option<(usize, usize)> {
+        for (i, a) in self.buffers.iter().enumerate() {
+            for (j, b) in other.buffers.iter().enumerate() {
+                if Arc::ptr_eq(a, b) || a.identity() == b.identity() {
+                    return Some((i, j));
+                }
+            }
+        }
+        None
+    }
+
+    /// Takes the write side of every buffer's access lock (in buffer order, as every
+    /// writer does), for writers that do not map the tensor (the GL backend rendering into
+    /// an imported dma-buf). Holds `Arc`s, not a borrow, so the tensor stays usable
+    /// through `&mut` while the hold lives.
+    pub(crate) fn write_hold(&self) -> Result<WriteHold> {
+        let mut hold = WriteHold {
+            buffers: [None, None, None],
+        };
+        for (slot, b) in hold.buffers.iter_mut().zip(&self.buffers) {
+            b.access().enter_write()?;
+            *slot = Some(b.clone());
+        }
+        Ok(hold)
     }
 
     fn begin_cpu_access(&self, access: Access, write: bool) -> Result<MappedView> {
@@ -772,6 +818,21 @@ impl<T: Element> Drop for MapGuard<'_, T> {
 pub struct MapGuardMut<'a, T: Element> {
     tensor: &'a mut Tensor<T>,
     view: MappedView,
+    /// Declared after `view`: released after the CPU access ends (`Drop` below).
+    _write: WriteHold,
+}
+
+/// The write side of a tensor's access lock, on each of its buffers; released on drop.
+pub(crate) struct WriteHold {
+    buffers: [Option<Arc<BufferStorage>>; MAX_BUFFERS],
+}
+
+impl Drop for WriteHold {
+    fn drop(&mut self) {
+        for b in self.buffers.iter().flatten() {
+            b.access().exit_write();
+        }
+    }
 }
 
 impl<T: Element> MapGuardMut<'_, T> {

@@ -307,6 +307,44 @@ impl HostPin<'_> {
         self._keepalive.sync(super::sync::SyncPhase::End, access)
     }
 
+    /// Holds off every writer of the pinned tensor (a [`map_mut`](crate::Tensor::map_mut)
+    /// guard, a conversion into it) until the returned guard drops, waiting first for a
+    /// writer that is at work. A runtime that reads the pinned memory takes this for the
+    /// length of each read, as [`CompiledModel::run`](crate::runtime::litert::CompiledModel::run)
+    /// does for every bound input; readers share it.
+    ///
+    /// Writes through the raw pointers of pins are not covered (they are the holder's
+    /// `unsafe`). On the thread that holds a writer of the tensor this returns
+    /// [`Error::InvalidArgument`] instead of waiting for itself.
+    pub fn lock_read(&self) -> Result<PinReadGuard<'_>> {
+        self._keepalive.access().enter_read()?;
+        Ok(PinReadGuard {
+            storage: &self._keepalive,
+            _not_send: PhantomData,
+        })
+    }
+
+    /// [`lock_read`](Self::lock_read) without a guard, for holders of many pins at once
+    /// (a runtime's bound inputs) that release them with [`unlock_read`](Self::unlock_read)
+    /// on the same thread.
+    #[cfg_attr(not(feature = "litert"), allow(dead_code))]
+    pub(crate) fn enter_read(&self) -> Result<()> {
+        self._keepalive.access().enter_read()
+    }
+
+    /// Ends a read taken with [`enter_read`](Self::enter_read) on this thread.
+    #[cfg_attr(not(feature = "litert"), allow(dead_code))]
+    pub(crate) fn unlock_read(&self) {
+        self._keepalive.access().exit_read()
+    }
+
+    /// True while some reader holds [`lock_read`](Self::lock_read) of this buffer (a
+    /// test hook).
+    #[cfg(feature = "testing")]
+    pub fn readers(&self) -> usize {
+        self._keepalive.access().readers()
+    }
+
     /// The memory kind of the pinned buffer.
     pub fn memory(&self) -> crate::Memory {
         self._keepalive.memory()
@@ -327,6 +365,27 @@ impl HostPin<'_> {
         // SAFETY: ptr..ptr+len lies inside the mapping kept alive by `_keepalive`; the caller
         // guarantees the absence of concurrent writers.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+/// A read of a pinned tensor's memory: while it lives, no writer of the tensor runs (see
+/// [`HostPin::lock_read`]). Not `Send`: it is released on the thread that took it.
+#[must_use = "the read hold ends when the guard drops"]
+pub struct PinReadGuard<'a> {
+    storage: &'a BufferStorage,
+    /// The lock knows its readers by thread: the guard must drop where it was taken.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for PinReadGuard<'_> {
+    fn drop(&mut self) {
+        self.storage.access().exit_read();
+    }
+}
+
+impl fmt::Debug for PinReadGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinReadGuard").finish_non_exhaustive()
     }
 }
 

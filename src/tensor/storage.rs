@@ -1,9 +1,10 @@
 //! One buffer behind a tensor, shared (through `Arc`) by the tensor and its pins.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::{Mutex, OnceLock};
 
+use super::access::AccessLock;
 use super::dma::PrimeAttachment;
 use super::heap::HeapBuffer;
 use super::pin::{CpuMappingShared, MmapOwner};
@@ -35,6 +36,8 @@ pub(crate) struct BufferStorage {
     requests: SyncCounters,
     /// The `DMA_BUF_IOCTL_SYNC`s actually issued.
     syncs: SyncCounters,
+    /// Readers through pins against writers through the tensor (see `access.rs`).
+    access: AccessLock,
 }
 
 impl BufferStorage {
@@ -45,6 +48,7 @@ impl BufferStorage {
             memory: Memory::Heap,
             requests: SyncCounters::default(),
             syncs: SyncCounters::default(),
+            access: AccessLock::default(),
         })
     }
 
@@ -66,11 +70,30 @@ impl BufferStorage {
             memory,
             requests: SyncCounters::default(),
             syncs: SyncCounters::default(),
+            access: AccessLock::default(),
         }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// What the buffer is, whoever holds it: the file's `(st_dev, st_ino)` for fds (two
+    /// imports of one dma-buf or memfd are the same buffer), the address for heap memory.
+    pub(crate) fn identity(&self) -> (u64, u64) {
+        match &self.backing {
+            Backing::Heap(h) => (u64::MAX, h.ptr().as_ptr() as u64),
+            Backing::Fd { fd, .. } => match nix::sys::stat::fstat(fd.as_raw_fd()) {
+                Ok(st) => (st.st_dev, st.st_ino),
+                // An fd that cannot be stat'ed is unlike every other (its own address).
+                Err(_) => (u64::MAX - 1, fd as *const OwnedFd as u64),
+            },
+        }
+    }
+
+    /// The lock pin readers and tensor writers of this buffer take.
+    pub(crate) fn access(&self) -> &AccessLock {
+        &self.access
     }
 
     pub(crate) fn memory(&self) -> Memory {

@@ -56,6 +56,7 @@ mod ffi;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
 use crate::convert::{ModelInput, TensorLayout};
@@ -766,9 +767,49 @@ pub struct RuntimeStats {
     pub runs: u64,
 }
 
-/// A LiteRT tensor buffer, destroyed once.
+/// A LiteRT tensor buffer, destroyed exactly once: when it drops, on every path (a
+/// failed step after its creation included).
 struct Buffer {
     raw: ffi::TensorBuffer,
+    env: Arc<EnvInner>,
+    /// The compiled model's count of destroyed buffers.
+    destroyed: Arc<AtomicU64>,
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: `raw` was created by LiteRT for a compiled model of this environment
+        // (kept alive by `env`) and is destroyed only here. Whoever holds memory LiteRT
+        // reads through it (a pin, an output's storage) is declared after the buffer and
+        // so released after it.
+        unsafe { (self.env.api.LiteRtDestroyTensorBuffer)(self.raw) };
+        self.destroyed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Makes the next step after a tensor buffer's creation on this thread fail once (a test
+/// hook for the error paths, which must destroy the buffer they made).
+#[cfg(feature = "testing")]
+pub fn fail_after_next_buffer_creation() {
+    FAIL_AFTER_CREATION.set(true);
+}
+
+#[cfg(feature = "testing")]
+thread_local! {
+    // Per thread: tests running side by side in one process do not take each other's.
+    static FAIL_AFTER_CREATION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The step after a buffer's creation, failing once when a test asked for it.
+fn injected_failure(call: &'static str) -> Result<()> {
+    #[cfg(feature = "testing")]
+    if FAIL_AFTER_CREATION.replace(false) {
+        return Err(Error::InvalidArgument(format!(
+            "{call}: failure injected by pinframe::runtime::litert::fail_after_next_buffer_creation"
+        )));
+    }
+    let _ = call;
+    Ok(())
 }
 
 enum Input {
@@ -815,6 +856,8 @@ pub struct CompiledModel {
     input_handles: Vec<ffi::TensorBuffer>,
     output_handles: Vec<ffi::TensorBuffer>,
     stats: RuntimeStats,
+    /// Buffers destroyed so far (by their `Drop`), read into `stats()`.
+    destroyed: Arc<AtomicU64>,
     dmabuf_refusal: Option<String>,
 }
 
@@ -894,6 +937,7 @@ impl CompiledModel {
             input_handles: vec![std::ptr::null_mut(); n_in],
             output_handles: Vec::with_capacity(model.outputs().len()),
             stats: RuntimeStats::default(),
+            destroyed: Arc::new(AtomicU64::new(0)),
             dmabuf_refusal: None,
         };
         for i in 0..model.outputs().len() {
@@ -915,7 +959,21 @@ impl CompiledModel {
 
     /// What this compiled model created and ran.
     pub fn stats(&self) -> RuntimeStats {
-        self.stats
+        RuntimeStats {
+            buffers_destroyed: self.destroyed.load(Ordering::Relaxed),
+            ..self.stats
+        }
+    }
+
+    /// Takes ownership of a tensor buffer LiteRT just created (counted; destroyed when the
+    /// returned value drops).
+    fn adopt(&mut self, raw: ffi::TensorBuffer) -> Buffer {
+        self.stats.buffers_created += 1;
+        Buffer {
+            raw,
+            env: self.model.inner.env.inner.clone(),
+            destroyed: self.destroyed.clone(),
+        }
     }
 
     /// Why LiteRT refused a dma-buf binding, if it did (the status and what it means).
@@ -1044,8 +1102,9 @@ impl CompiledModel {
         if raw.is_null() {
             return Err(null_handle(api, "LiteRtCreateTensorBufferFromHostMemory"));
         }
-        self.stats.buffers_created += 1;
-        Ok(Buffer { raw })
+        let buffer = self.adopt(raw);
+        injected_failure("LiteRtCreateTensorBufferFromHostMemory")?;
+        Ok(buffer)
     }
 
     /// Checks that `tensor` is what input `index` reads: its element type, its shape
@@ -1147,7 +1206,10 @@ impl CompiledModel {
     /// and logged once, with LiteRT's reason in [`dmabuf_refusal`](Self::dmabuf_refusal)).
     ///
     /// The tensor may be used through `&mut` afterwards (it is a conversion destination)
-    /// and even dropped: the binding keeps a pin of its memory. Rebinding an input
+    /// and even dropped: the binding keeps a pin of its memory. A run and the tensor's
+    /// writers exclude each other through the buffer's access lock
+    /// ([`HostPin::lock_read`](crate::HostPin::lock_read)): a conversion or `map_mut` on
+    /// another thread waits for the run to end, and a run waits for them. Rebinding an input
     /// replaces its buffer. A mismatch (element type, shape, non-dense rows, byte length,
     /// alignment) is an [`Error::InvalidArgument`] that says what the model expects.
     pub fn bind_input<T: Element>(&mut self, index: usize, tensor: &Tensor<T>) -> Result<Binding> {
@@ -1214,15 +1276,16 @@ impl CompiledModel {
             )
         };
         if status == ffi::STATUS_OK && !raw.is_null() {
+            // Owned from here: every return below destroys it unless it is handed out.
+            let buffer = self.adopt(raw);
             // The CPU path takes dma-bufs only where the runtime says it reads them; check
             // the compiled model lists the type, else bind over the pin.
+            injected_failure("LiteRtCreateTensorBufferFromDmaBufBuffer")?;
             let (_, types) = self.requirements_size(index, false)?;
             if types.contains(&ffi::BUFFER_TYPE_DMA_BUF) {
-                self.stats.buffers_created += 1;
-                return Ok(Some(Buffer { raw }));
+                return Ok(Some(buffer));
             }
-            // SAFETY: created just above, never handed to the model.
-            unsafe { (self.api().LiteRtDestroyTensorBuffer)(raw) };
+            drop(buffer);
             self.dmabuf_refusal = Some(format!(
                 "LiteRtCreateTensorBufferFromDmaBufBuffer succeeded, but the compiled model's \
                  input takes only buffer types {types:?} (4 = dma-buf)"
@@ -1292,15 +1355,15 @@ impl CompiledModel {
                 "LiteRtCreateManagedTensorBufferFromRequirements",
             ));
         }
-        self.stats.buffers_created += 1;
-        let buffer = Buffer { raw };
+        let buffer = self.adopt(raw);
+        injected_failure("LiteRtCreateManagedTensorBufferFromRequirements")?;
         let host = self.host_address_of(&buffer)?;
         let mut size = 0usize;
         // SAFETY: a live buffer; valid out-pointer.
         let status = unsafe { (self.api().LiteRtGetTensorBufferSize)(raw, &mut size) };
         check(self.api(), status, "LiteRtGetTensorBufferSize", String::new)?;
         if size < dense {
-            self.destroy(buffer);
+            drop(buffer);
             return Err(Error::Runtime {
                 runtime: RUNTIME,
                 call: "LiteRtCreateManagedTensorBufferFromRequirements",
@@ -1419,6 +1482,18 @@ impl CompiledModel {
                 self.model.inputs()[i]
             )));
         }
+        // Every bound tensor is held against its writers (a conversion into it, a map_mut
+        // guard) for the length of the run: a conversion started now waits for it.
+        let mut held = ReadHolds {
+            inputs: &self.inputs,
+            taken: 0,
+        };
+        for input in &self.inputs {
+            if let Input::Pinned { pin, .. } = input {
+                pin.enter_read()?;
+            }
+            held.taken += 1;
+        }
         for input in &self.inputs {
             if let Input::Pinned { pin, .. } = input {
                 pin.sync_for_cpu(Access::Read)?;
@@ -1447,6 +1522,7 @@ impl CompiledModel {
                 }
             }
         }
+        drop(held);
         check(api, status, "LiteRtRunCompiledModel", || {
             format!("running {}", self.model.inner.path.display())
         })?;
@@ -1478,22 +1554,32 @@ impl CompiledModel {
         })
     }
 
-    fn destroy(&mut self, buffer: Buffer) {
-        // SAFETY: a buffer this compiled model created and no longer lists in its handle
-        // arrays; destroyed exactly once (it is consumed).
-        unsafe { (self.model.inner.env.api().LiteRtDestroyTensorBuffer)(buffer.raw) };
-        self.stats.buffers_destroyed += 1;
-    }
-
     fn release(&mut self, old: Input) {
         match old {
             Input::Unbound => {}
             Input::Pinned { buffer, pin, .. } => {
-                self.destroy(buffer);
+                drop(buffer);
                 // The memory may go only once LiteRT's buffer over it is gone.
                 drop(pin);
             }
-            Input::Owned { buffer, .. } => self.destroy(buffer),
+            Input::Owned { buffer, .. } => drop(buffer),
+        }
+    }
+}
+
+/// The read holds `run` took on its first `taken` inputs (in order), released on drop:
+/// kept in a counter, not a vector of guards, so a run allocates nothing.
+struct ReadHolds<'a> {
+    inputs: &'a [Input],
+    taken: usize,
+}
+
+impl Drop for ReadHolds<'_> {
+    fn drop(&mut self) {
+        for input in &self.inputs[..self.taken] {
+            if let Input::Pinned { pin, .. } = input {
+                pin.unlock_read();
+            }
         }
     }
 }
@@ -1527,16 +1613,11 @@ impl Drop for CompiledModel {
         // SAFETY: `raw` came from LiteRtCreateCompiledModel and is destroyed once, before
         // the buffers it may still reference.
         unsafe { (api.LiteRtDestroyCompiledModel)(self.raw) };
-        for input in std::mem::take(&mut self.inputs) {
-            if let Some(b) = input.buffer() {
-                // SAFETY: created by this compiled model, destroyed once; the memory (pin)
-                // is dropped with `input` right after.
-                unsafe { (api.LiteRtDestroyTensorBuffer)(b.raw) };
-            }
-        }
-        for output in std::mem::take(&mut self.outputs) {
-            // SAFETY: as above.
-            unsafe { (api.LiteRtDestroyTensorBuffer)(output.buffer.raw) };
-        }
+        // The handles go first; then each input and output drops its buffer (destroyed
+        // by `Buffer`'s drop) before the pin or storage LiteRT read through it.
+        self.input_handles.clear();
+        self.output_handles.clear();
+        self.inputs.clear();
+        self.outputs.clear();
     }
 }
