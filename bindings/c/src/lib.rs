@@ -10,7 +10,9 @@
 //!   it), except where NULL is documented to mean something (a default, a no-op free);
 //! - handles are opaque, checked for their kind, and documented with who owns what;
 //! - structs the caller fills or receives start with `struct_size`, which the caller sets
-//!   to `sizeof` the struct, so the structs can grow without breaking old programs;
+//!   to `sizeof` the struct, so the structs can grow without breaking old programs; a
+//!   `struct_size` must be a size the struct had in a released header (or larger, from a
+//!   newer one): any other is `PINFRAME_ERROR_INVALID_INPUT`, naming the accepted sizes;
 //! - integer codes, not C enums, carry every choice (an out-of-range value is an error,
 //!   never undefined behaviour).
 
