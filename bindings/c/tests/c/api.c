@@ -385,8 +385,21 @@ static void fds_and_imports(void) {
   FAILS(pinframe_tensor_import(devnull, &l, &b), PINFRAME_ERROR_INVALID_INPUT,
         "neither a dma-buf nor a memfd");
   close(devnull);
+  /* Too small and unsealed: the seal is checked first (the size of a memfd that can
+   * still shrink means nothing), with or without MFD_ALLOW_SEALING. */
   int tiny = memfd_create("pinframe-api-test", MFD_CLOEXEC);
   CHECK(tiny >= 0 && ftruncate(tiny, 100) == 0);
+  FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED,
+        "has no F_SEAL_SHRINK seal");
+  FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED,
+        "created without MFD_ALLOW_SEALING");
+  close(tiny);
+  tiny = memfd_create("pinframe-api-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  CHECK(tiny >= 0 && ftruncate(tiny, 100) == 0);
+  FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED,
+        "has no F_SEAL_SHRINK seal");
+  /* Sealed, then its size is what is wrong. */
+  CHECK(fcntl(tiny, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
   FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_INVALID_INPUT, "buffer too small");
   close(tiny);
   /* A memfd that can still shrink is refused (a truncation would SIGBUS the mapping). */
