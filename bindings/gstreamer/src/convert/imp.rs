@@ -665,10 +665,11 @@ impl PinframeConvert {
             // Raw video is mapped plane by plane (GStreamer's video frame); a Bayer frame,
             // which GStreamer's video library does not describe, as the buffer's bytes at
             // the offsets and strides of its GstVideoMeta or its caps.
-            if input.info.is_some() {
-                // GStreamer's video frame gives each plane as `stride * rows` bytes from
-                // its first byte (in the plane's own memory when a GstVideoMeta is there,
-                // else in the whole buffer, mapped as one): check they are all there.
+            if input.info.is_some() && inbuf.meta::<gst_video::VideoMeta>().is_some() {
+                // With a GstVideoMeta, GStreamer's video frame maps each plane's own memory
+                // and hands out `stride * rows` bytes from the plane's first byte without
+                // checking that memory's size: check it here. (Without a meta it maps the
+                // whole buffer and checks it against the caps' size itself.)
                 let (offsets, strides) = plane_geometry(inbuf, input)?;
                 plane_spans(inbuf, input, &offsets, &strides, Extent::WholeRows)?;
             }
