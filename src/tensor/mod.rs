@@ -291,7 +291,11 @@ fn dup_buffer_fd(fd: BorrowedFd<'_>) -> Result<(OwnedFd, Memory, usize)> {
             "fd {raw} ({what}) is neither a dma-buf nor a memfd"
         )));
     };
-    let size = fd_size(owned.as_fd(), memory)?;
+    // A memfd's seal before its size: an unsealed one is refused as such, however small.
+    let size = match memory {
+        Memory::Shm => shm::sealed_len(owned.as_fd(), raw)?,
+        _ => fd_size(owned.as_fd(), memory)?,
+    };
     Ok((owned, memory, size))
 }
 
@@ -485,11 +489,6 @@ impl<T: Element> Tensor<T> {
         }
         let sizes: Vec<usize> = owned.iter().map(|o| o.2).collect();
         layout.validate_buffers(&sizes)?;
-        if memory == Memory::Shm {
-            for (i, (fd, _, _)) in owned.iter().enumerate() {
-                shm::check_shrink_sealed(fd.as_fd(), fds[i].as_raw_fd())?;
-            }
-        }
         let buffers: Vec<_> = owned
             .into_iter()
             .map(|(fd, memory, size)| Arc::new(BufferStorage::from_fd(fd, size, memory, None)))

@@ -68,3 +68,39 @@ pub(crate) fn check_shrink_sealed(fd: BorrowedFd<'_>, caller_fd: i32) -> Result<
          raise SIGBUS); {how}"
     )))
 }
+
+/// The size of an imported memfd, read only once it cannot shrink: the `F_SEAL_SHRINK`
+/// check first (see [`check_shrink_sealed`]), then `fstat`. An unsealed memfd is refused
+/// by its seal whatever its size, and a size read after the seal stays true for as long
+/// as the fd lives (read before it, the file could shrink in between).
+pub(crate) fn sealed_len(fd: BorrowedFd<'_>, caller_fd: i32) -> Result<usize> {
+    check_shrink_sealed(fd, caller_fd)?;
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())
+        .map_err(|e| Error::io(format!("fstat of memfd fd {caller_fd}"), e.into()))?;
+    usize::try_from(st.st_size)
+        .map_err(|_| Error::InvalidFd(format!("memfd fd {caller_fd} has size {}", st.st_size)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn an_unsealed_memfd_is_refused_by_its_seal_before_its_size_is_read() {
+        // Empty and unsealed: both wrong, and the seal is what is reported.
+        let fd = create_memfd(c"pinframe-test", 0, false).unwrap();
+        let e = sealed_len(fd.as_fd(), 7).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ImportRefused, "{e}");
+        assert!(
+            e.to_string()
+                .contains("memfd fd 7 has no F_SEAL_SHRINK seal"),
+            "{e}"
+        );
+        // Sealed against shrinking: its size.
+        add_seals(fd.as_fd(), SealFlag::F_SEAL_SHRINK).unwrap();
+        assert_eq!(sealed_len(fd.as_fd(), 7).unwrap(), 0);
+        let fd = create_memfd(c"pinframe-test", 4096, true).unwrap();
+        assert_eq!(sealed_len(fd.as_fd(), 7).unwrap(), 4096);
+    }
+}

@@ -5,7 +5,9 @@
  * Every function returns a pinframe_status (PINFRAME_OK = 0) unless it returns a static
  * string or the guard table; on failure pinframe_last_error() has the thread's message.
  * Structs that start with struct_size must have it set to sizeof the struct by the
- * caller before any call. Handles are opaque; each function says who owns what.
+ * caller before any call (an older program: a size the struct had in a released header;
+ * any other size is PINFRAME_ERROR_INVALID_INPUT). Handles are opaque; each function
+ * says who owns what.
  */
 
 #ifndef PINFRAME_H
@@ -13,6 +15,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+// The longest wait a camera accepts, in milliseconds (`poll(2)`'s limit, about 24.8
+// days): `pinframe_camera_next_frame`'s `timeout_ms` and the config's `timeout_ms`.
+#define PINFRAME_TIMEOUT_MS_MAX 2147483647
 
 // The guard table's version (what `pinframe_get_guard_table()->version` holds).
 #define PINFRAME_GUARD_ABI_VERSION 1
@@ -92,8 +98,17 @@ typedef int32_t pinframe_status;
 typedef struct pinframe_camera pinframe_camera;
 
 // One captured frame: its tensor (`pinframe_frame_get_tensor`) is the camera's buffer, with
-// the frame's layout and colorimetry. Opaque; `pinframe_frame_release` gives the buffer
-// back to the driver. A frame may outlive its camera.
+// the frame's layout and colorimetry. Opaque. A frame may outlive its camera.
+//
+// Frames are read-only: their tensor maps only with `PINFRAME_ACCESS_READ`, is never a
+// conversion's destination, and the bytes of a pin of it must only be read.
+//
+// A frame's buffer is out of the driver's queue while the frame is held, and while a
+// pin of its tensor (`pinframe_tensor_pin`) is alive: `pinframe_frame_release` gives
+// the buffer back to the camera at once when no pin of it is alive; otherwise the
+// buffer stays with the pin (counted in `pinframe_camera_info.held_buffers`) and goes
+// back when the last pin is freed (queued again by the next
+// `pinframe_camera_next_frame`). The camera never refills a buffer under a live pin.
 typedef struct pinframe_frame pinframe_frame;
 
 // A pin: a stable host address of a tensor's data, valid until the pin is freed, even
@@ -149,7 +164,7 @@ typedef struct pinframe_camera_config {
   // A `PINFRAME_BUFFER_MODE_*` value.
   pinframe_buffer_mode buffer_mode;
   // How long `pinframe_camera_next_frame` waits when its timeout is negative, in
-  // milliseconds (default 5000).
+  // milliseconds (default 5000); 1 to `PINFRAME_TIMEOUT_MS_MAX`.
   uint32_t timeout_ms;
   // The one DMA allocation route in DMABUF mode: NULL for the usual order, else
   // `"heap:NAME"` (a dma-heap), `"udmabuf"`, `"gbm"` or `"gbm:/dev/dri/NODE"`. Only
@@ -174,7 +189,8 @@ typedef struct pinframe_camera_info {
   pinframe_buffer_mode buffer_mode;
   // Capture buffers the driver granted.
   uint32_t buffer_count;
-  // Buffers held by frames not yet released.
+  // Buffers out of the driver's queue for the application: held by frames not yet
+  // released, or by live pins of released frames' tensors.
   uint32_t held_buffers;
   // 1 for the synthetic camera.
   uint32_t synthetic;
@@ -289,7 +305,10 @@ typedef uint32_t pinframe_gamma;
 // end (new options, such as quantisation, arrive as new fields): a program compiled
 // against an older header passes a smaller `struct_size` and gets the defaults of the
 // fields it does not know; one compiled against a newer header that sets fields this
-// library does not know gets `PINFRAME_ERROR_UNSUPPORTED`.
+// library does not know gets `PINFRAME_ERROR_UNSUPPORTED`. The sizes accepted are the
+// released ones, `offsetof(pinframe_convert_options, black_level)` (before the RAW
+// fields) and `sizeof(pinframe_convert_options)`, or larger; any other is
+// `PINFRAME_ERROR_INVALID_INPUT`.
 typedef struct pinframe_convert_options {
   // `sizeof(pinframe_convert_options)`, set by the caller.
   size_t struct_size;
@@ -756,8 +775,9 @@ pinframe_status pinframe_camera_get_info(const struct pinframe_camera *camera,
                                          struct pinframe_camera_info *info);
 
 // Waits up to `timeout_ms` milliseconds (negative: the camera's configured timeout; 0:
-// do not wait) for the next frame. Fails with `PINFRAME_ERROR_ALL_BUFFERS_HELD` at once
-// when every buffer is held by an unreleased frame, `_TIMEOUT` when nothing arrived,
+// do not wait; above `PINFRAME_TIMEOUT_MS_MAX`: `PINFRAME_ERROR_INVALID_INPUT`) for the
+// next frame. Fails with `PINFRAME_ERROR_ALL_BUFFERS_HELD` at once when every buffer is
+// held by an unreleased frame or a live pin of a released one, `_TIMEOUT` when nothing arrived,
 // `_DISCONNECTED` when the device went away, `_DEVICE` when the driver failed the
 // stream.
 //
@@ -801,9 +821,10 @@ pinframe_status pinframe_frame_get_tensor(const struct pinframe_frame *frame,
 pinframe_status pinframe_frame_get_info(const struct pinframe_frame *frame,
                                         struct pinframe_frame_info *info);
 
-// Releases a frame: its buffer goes back to the driver (a live mapping of its tensor is
-// ended first; pins of it keep the memory alive, but the camera refills it). NULL is a
-// no-op.
+// Releases a frame (a live mapping of its tensor is ended first). Its buffer goes back
+// to the camera at once, unless a pin of the frame's tensor is alive: then the pin keeps
+// the buffer out of the driver's queue, unchanged, until the last pin of it is freed
+// (see `pinframe_frame`). NULL is a no-op.
 //
 // Ownership: takes `frame` (and its tensor).
 //
@@ -918,7 +939,11 @@ pinframe_status pinframe_processor_get_backend(const struct pinframe_processor *
 // and reports what it did in `*info` (NULL = not wanted). An unsupported format pair or
 // dtype is `PINFRAME_ERROR_UNSUPPORTED`; `dst` is not written then.
 //
-// `dst` must not be mapped, and `src` not mapped for writing; they must be two tensors.
+// `dst` must not be mapped, and `src` not mapped for writing; they must be two tensors
+// whose memory does not overlap: two tensors over one dma-buf or memfd (two imports of
+// one fd, or an import of a frame's fd) whose bytes intersect are
+// `PINFRAME_ERROR_INVALID_INPUT`, naming the overlap (each plane counts from its first
+// byte to the end of its last row).
 //
 // Ownership: borrows everything; writes `dst`'s data and `*info`.
 //
@@ -1141,6 +1166,10 @@ pinframe_status pinframe_tensor_unmap(const struct pinframe_tensor *tensor);
 // `pinframe_pin_free`. It covers the data from its first byte to the end of its last
 // row, and issues no cache maintenance: bracket each CPU access with
 // `pinframe_tensor_sync_for_cpu` / `_sync_for_device`. Single-buffer tensors only.
+//
+// A pin of a frame's tensor keeps the camera's buffer out of the driver's queue until
+// the pin is freed, even after `pinframe_frame_release` (the camera never refills it
+// meanwhile); its bytes are read-only, as the frame's are.
 //
 // Ownership: on success `*out` is a new pin the caller frees with `pinframe_pin_free`.
 //

@@ -8,11 +8,15 @@ use pinframe::camera::{BufferMode, Camera, CameraConfig, Frame};
 use pinframe::tensor::DmaRoute;
 
 use crate::status::{
-    Failure, Handle, Outcome, call, handle, pinframe_status, prepare_out, read_sized, str_arg,
-    take_handle, write_out, write_sized,
+    Failure, Handle, Outcome, SizedStruct, call, handle, pinframe_status, prepare_out, read_sized,
+    str_arg, take_handle, write_out, write_sized,
 };
 use crate::tensor::{Slot, TENSOR_MAGIC, TensorHandle, pinframe_tensor};
 use crate::types::*;
+
+/// The longest wait a camera accepts, in milliseconds (`poll(2)`'s limit, about 24.8
+/// days): `pinframe_camera_next_frame`'s `timeout_ms` and the config's `timeout_ms`.
+pub const PINFRAME_TIMEOUT_MS_MAX: i64 = 2_147_483_647;
 
 /// How capture buffers are allocated: one of the `PINFRAME_BUFFER_MODE_*` values.
 #[allow(non_camel_case_types)]
@@ -49,12 +53,17 @@ pub struct pinframe_camera_config {
     /// A `PINFRAME_BUFFER_MODE_*` value.
     pub buffer_mode: pinframe_buffer_mode,
     /// How long `pinframe_camera_next_frame` waits when its timeout is negative, in
-    /// milliseconds (default 5000).
+    /// milliseconds (default 5000); 1 to `PINFRAME_TIMEOUT_MS_MAX`.
     pub timeout_ms: u32,
     /// The one DMA allocation route in DMABUF mode: NULL for the usual order, else
     /// `"heap:NAME"` (a dma-heap), `"udmabuf"`, `"gbm"` or `"gbm:/dev/dri/NODE"`. Only
     /// read during the call.
     pub dma_route: *const c_char,
+}
+
+impl SizedStruct for pinframe_camera_config {
+    const NAME: &'static str = "pinframe_camera_config";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
 }
 
 impl pinframe_camera_config {
@@ -104,13 +113,30 @@ impl pinframe_camera_config {
                 PINFRAME_BUFFER_MODE_MMAP => BufferMode::Mmap,
                 n => return Err(Failure::invalid(format!("unknown buffer mode {n}"))),
             },
-            timeout: Duration::from_millis(self.timeout_ms as u64),
+            timeout: Duration::from_millis(timeout_ms(
+                self.timeout_ms.into(),
+                "config.timeout_ms",
+            )?),
             dma_route,
             // Settings this struct does not carry yet keep their defaults.
             ..CameraConfig::default()
         })
     }
 }
+
+/// A timeout in milliseconds, checked against `PINFRAME_TIMEOUT_MS_MAX` (0 and negative
+/// values are the callers' to handle).
+fn timeout_ms(ms: i64, name: &str) -> Outcome<u64> {
+    if ms > PINFRAME_TIMEOUT_MS_MAX {
+        return Err(Failure::invalid(format!(
+            "`{name}` {ms} ms is longer than PINFRAME_TIMEOUT_MS_MAX ({PINFRAME_TIMEOUT_MS_MAX} \
+             ms, poll(2)'s limit); pass a negative timeout for the camera's configured one"
+        )));
+    }
+    Ok(ms.max(0) as u64)
+}
+
+const _: () = assert!(PINFRAME_TIMEOUT_MS_MAX == i32::MAX as i64);
 
 fn parse_route(s: &str) -> Outcome<DmaRoute> {
     Ok(match s.split_once(':') {
@@ -145,7 +171,8 @@ pub struct pinframe_camera_info {
     pub buffer_mode: pinframe_buffer_mode,
     /// Capture buffers the driver granted.
     pub buffer_count: u32,
-    /// Buffers held by frames not yet released.
+    /// Buffers out of the driver's queue for the application: held by frames not yet
+    /// released, or by live pins of released frames' tensors.
     pub held_buffers: u32,
     /// 1 for the synthetic camera.
     pub synthetic: u32,
@@ -155,6 +182,11 @@ pub struct pinframe_camera_info {
     pub dropped: u64,
     /// Buffers the driver returned with errors (requeued, not delivered).
     pub errors: u64,
+}
+
+impl SizedStruct for pinframe_camera_info {
+    const NAME: &'static str = "pinframe_camera_info";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
 }
 
 /// What one frame is. Set `struct_size = sizeof(pinframe_frame_info)`.
@@ -174,6 +206,11 @@ pub struct pinframe_frame_info {
     pub bytesused: u64,
 }
 
+impl SizedStruct for pinframe_frame_info {
+    const NAME: &'static str = "pinframe_frame_info";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
+}
+
 /// A camera: a V4L2 capture device streaming into DMA-BUFs, or the synthetic camera
 /// (pinframe's `Camera`). Opaque; made by `pinframe_camera_open` or
 /// `pinframe_camera_synthetic`, freed by `pinframe_camera_free`. May be used from any
@@ -183,8 +220,17 @@ pub struct pinframe_camera {
 }
 
 /// One captured frame: its tensor (`pinframe_frame_get_tensor`) is the camera's buffer, with
-/// the frame's layout and colorimetry. Opaque; `pinframe_frame_release` gives the buffer
-/// back to the driver. A frame may outlive its camera.
+/// the frame's layout and colorimetry. Opaque. A frame may outlive its camera.
+///
+/// Frames are read-only: their tensor maps only with `PINFRAME_ACCESS_READ`, is never a
+/// conversion's destination, and the bytes of a pin of it must only be read.
+///
+/// A frame's buffer is out of the driver's queue while the frame is held, and while a
+/// pin of its tensor (`pinframe_tensor_pin`) is alive: `pinframe_frame_release` gives
+/// the buffer back to the camera at once when no pin of it is alive; otherwise the
+/// buffer stays with the pin (counted in `pinframe_camera_info.held_buffers`) and goes
+/// back when the last pin is freed (queued again by the next
+/// `pinframe_camera_next_frame`). The camera never refills a buffer under a live pin.
 pub struct pinframe_frame {
     _opaque: [u8; 0],
 }
@@ -345,8 +391,9 @@ pub unsafe extern "C" fn pinframe_camera_get_info(
 }
 
 /// Waits up to `timeout_ms` milliseconds (negative: the camera's configured timeout; 0:
-/// do not wait) for the next frame. Fails with `PINFRAME_ERROR_ALL_BUFFERS_HELD` at once
-/// when every buffer is held by an unreleased frame, `_TIMEOUT` when nothing arrived,
+/// do not wait; above `PINFRAME_TIMEOUT_MS_MAX`: `PINFRAME_ERROR_INVALID_INPUT`) for the
+/// next frame. Fails with `PINFRAME_ERROR_ALL_BUFFERS_HELD` at once when every buffer is
+/// held by an unreleased frame or a live pin of a released one, `_TIMEOUT` when nothing arrived,
 /// `_DISCONNECTED` when the device went away, `_DEVICE` when the driver failed the
 /// stream.
 ///
@@ -370,7 +417,10 @@ pub unsafe extern "C" fn pinframe_camera_next_frame(
         let f: Frame = if timeout_ms < 0 {
             cam.next_frame()?
         } else {
-            cam.next_frame_timeout(Duration::from_millis(timeout_ms as u64))?
+            cam.next_frame_timeout(Duration::from_millis(self::timeout_ms(
+                timeout_ms,
+                "timeout_ms",
+            )?))?
         };
         let body = FrameHandle {
             sequence: f.sequence(),
@@ -454,9 +504,10 @@ pub unsafe extern "C" fn pinframe_frame_get_info(
     })
 }
 
-/// Releases a frame: its buffer goes back to the driver (a live mapping of its tensor is
-/// ended first; pins of it keep the memory alive, but the camera refills it). NULL is a
-/// no-op.
+/// Releases a frame (a live mapping of its tensor is ended first). Its buffer goes back
+/// to the camera at once, unless a pin of the frame's tensor is alive: then the pin keeps
+/// the buffer out of the driver's queue, unchanged, until the last pin of it is freed
+/// (see `pinframe_frame`). NULL is a no-op.
 ///
 /// Ownership: takes `frame` (and its tensor).
 ///

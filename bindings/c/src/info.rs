@@ -7,7 +7,7 @@ use pinframe::tensor::{CpuMappingGuard, cpu_mapping_guard};
 use pinframe::{Backend, ImageProcessor};
 
 use crate::status::{
-    Failure, call, last_error_ptr, pinframe_status, str_arg, write_out, write_sized,
+    Failure, SizedStruct, call, last_error_ptr, pinframe_status, str_arg, write_out, write_sized,
 };
 use crate::types::{format_code, format_name_ptr, pinframe_format};
 
@@ -39,6 +39,11 @@ pub struct pinframe_info {
     pub features: u32,
     /// `PINFRAME_GUARD_ABI_VERSION` of its guard table.
     pub guard_abi_version: u32,
+}
+
+impl SizedStruct for pinframe_info {
+    const NAME: &'static str = "pinframe_info";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
 }
 
 /// The library's version, `"MAJOR.MINOR.PATCH"`. Static; never NULL.

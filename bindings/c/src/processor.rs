@@ -8,8 +8,8 @@ use pinframe::{
 };
 
 use crate::status::{
-    Failure, Handle, Outcome, call, handle, pinframe_status, prepare_out, read_sized, take_handle,
-    write_out, write_sized,
+    Failure, Handle, Outcome, SizedStruct, call, handle, pinframe_status, prepare_out, read_sized,
+    take_handle, write_out, write_sized,
 };
 use crate::tensor::{AnyTensor, Slot, any_tensor, pinframe_tensor, tensor_arg};
 use crate::types::*;
@@ -83,7 +83,10 @@ pub struct pinframe_rect {
 /// end (new options, such as quantisation, arrive as new fields): a program compiled
 /// against an older header passes a smaller `struct_size` and gets the defaults of the
 /// fields it does not know; one compiled against a newer header that sets fields this
-/// library does not know gets `PINFRAME_ERROR_UNSUPPORTED`.
+/// library does not know gets `PINFRAME_ERROR_UNSUPPORTED`. The sizes accepted are the
+/// released ones, `offsetof(pinframe_convert_options, black_level)` (before the RAW
+/// fields) and `sizeof(pinframe_convert_options)`, or larger; any other is
+/// `PINFRAME_ERROR_INVALID_INPUT`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct pinframe_convert_options {
@@ -126,6 +129,16 @@ pub struct pinframe_convert_options {
     pub ccm: [[f32; 3]; 3],
     /// RAW sources: a `PINFRAME_GAMMA_*` value. Default `PINFRAME_GAMMA_LINEAR`.
     pub gamma: pinframe_gamma,
+}
+
+impl SizedStruct for pinframe_convert_options {
+    const NAME: &'static str = "pinframe_convert_options";
+    /// The first layout ended after `std`; the RAW block (`black_level` .. `gamma`) was
+    /// appended to it.
+    const RELEASED: &'static [usize] = &[
+        std::mem::offset_of!(pinframe_convert_options, black_level),
+        size_of::<Self>(),
+    ];
 }
 
 impl pinframe_convert_options {
@@ -248,6 +261,11 @@ pub struct pinframe_convert_info {
     pub dst_to_src: [[f64; 3]; 2],
 }
 
+impl SizedStruct for pinframe_convert_info {
+    const NAME: &'static str = "pinframe_convert_info";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
+}
+
 impl pinframe_convert_info {
     fn from_info(i: &ConvertInfo) -> Self {
         let (matrix, range) = colorimetry_codes(i.colorimetry);
@@ -282,6 +300,11 @@ pub struct pinframe_processor_stats {
     pub cpu_fallbacks: u64,
     /// Conversions completed.
     pub frames: u64,
+}
+
+impl SizedStruct for pinframe_processor_stats {
+    const NAME: &'static str = "pinframe_processor_stats";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
 }
 
 /// Converts images (pinframe's `ImageProcessor`). Opaque; made by
@@ -380,7 +403,11 @@ pub unsafe extern "C" fn pinframe_processor_get_backend(
 /// and reports what it did in `*info` (NULL = not wanted). An unsupported format pair or
 /// dtype is `PINFRAME_ERROR_UNSUPPORTED`; `dst` is not written then.
 ///
-/// `dst` must not be mapped, and `src` not mapped for writing; they must be two tensors.
+/// `dst` must not be mapped, and `src` not mapped for writing; they must be two tensors
+/// whose memory does not overlap: two tensors over one dma-buf or memfd (two imports of
+/// one fd, or an import of a frame's fd) whose bytes intersect are
+/// `PINFRAME_ERROR_INVALID_INPUT`, naming the overlap (each plane counts from its first
+/// byte to the end of its last row).
 ///
 /// Ownership: borrows everything; writes `dst`'s data and `*info`.
 ///
@@ -438,6 +465,19 @@ pub unsafe extern "C" fn pinframe_processor_convert(
             Failure::invalid("the source tensor has no image layout (pinframe_tensor_set_layout)")
         })?;
         let options = opts.to_options(layout.colorimetry(), layout.height())?;
+        // Two tensors over one dma-buf or memfd (imports of one fd, or of a frame's fd):
+        // a conversion would read bytes it is writing.
+        let (src_extents, dst_extents) = (src_state.extents()?, dst_state.extents()?);
+        for s in &src_extents {
+            if let Some(d) = dst_extents.iter().find(|d| s.overlaps(d)) {
+                return Err(Failure::invalid(format!(
+                    "src and dst overlap: bytes {}..{} of src's buffer {} and bytes {}..{} of \
+                     dst's buffer {} are the same memory (one dma-buf or memfd); convert into \
+                     memory of its own",
+                    s.start, s.end, s.buffer, d.start, d.end, d.buffer
+                )));
+            }
+        }
         let Slot::Owned(dst_any) = dst_state.slot_mut()? else {
             return Err(Failure::invalid("a frame's tensor cannot be a destination"));
         };

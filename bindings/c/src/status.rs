@@ -179,30 +179,57 @@ pub(crate) unsafe fn prepare_out<T>(out: *mut *mut T, name: &str) -> Outcome {
     unsafe { write_out(out, name, std::ptr::null_mut()) }
 }
 
-/// A `#[repr(C)]` struct a caller passes with its own `struct_size` first: the bytes the
-/// caller's header knows. Reads the prefix that both sides know and defaults the rest;
-/// a caller's struct longer than this library's must have zeros past it (a newer header
-/// asking for something this library cannot do is an error, not silently ignored).
+/// A `#[repr(C)]` struct that starts with a caller-set `struct_size`: the sizes its
+/// released layouts have had (the original, then one per block appended at its end).
+pub(crate) trait SizedStruct: Copy {
+    /// The C name, for messages.
+    const NAME: &'static str;
+    /// Every `sizeof` a released header gave the struct, ascending; the last is this
+    /// library's own.
+    const RELEASED: &'static [usize];
+}
+
+/// Checks a caller's `struct_size` against `T`'s released layouts: one of their sizes, or
+/// larger than this library's (a newer header). Any other size ends inside a field (a
+/// torn pointer or float) or names a layout that never existed.
+fn check_struct_size<T: SizedStruct>(size: usize, name: &str) -> Outcome {
+    debug_assert_eq!(T::RELEASED.last(), Some(&size_of::<T>()));
+    if T::RELEASED.contains(&size) || size > size_of::<T>() {
+        return Ok(());
+    }
+    let accepted: Vec<String> = T::RELEASED.iter().map(|n| n.to_string()).collect();
+    Err(Failure::invalid(format!(
+        "`{name}`: struct_size {size} is not a size of {} (accepted sizes: {}, or larger \
+         from a newer header); set it to sizeof({}), or initialise the struct with its \
+         _init function",
+        T::NAME,
+        accepted.join(", "),
+        T::NAME
+    )))
+}
+
+/// A sized struct a caller passes (see [`SizedStruct`]): the bytes the caller's header
+/// knows. Reads the prefix that both sides know and defaults the rest; a caller's struct
+/// longer than this library's must have zeros past it (a newer header asking for
+/// something this library cannot do is an error, not silently ignored). A `struct_size`
+/// that is not a released size is refused before anything is read past it.
 ///
 /// # Safety
 /// `p` is valid for reads of `*(p as *const usize)` bytes (the struct_size it carries).
-pub(crate) unsafe fn read_sized<T: Copy>(p: *const T, name: &str, default: T) -> Outcome<T> {
+pub(crate) unsafe fn read_sized<T: SizedStruct>(p: *const T, name: &str, default: T) -> Outcome<T> {
     if p.is_null() {
         return Err(Failure::null(name));
     }
     // SAFETY: every sized struct starts with a size_t struct_size; p is valid for it.
     let size = unsafe { (p as *const usize).read_unaligned() };
     let ours = size_of::<T>();
-    if size < size_of::<usize>() {
-        return Err(Failure::invalid(format!(
-            "`{name}`: struct_size {size} is too small; initialise the struct with its _init function"
-        )));
-    }
+    check_struct_size::<T>(size, name)?;
     let mut value = default;
     let known = size.min(ours);
     // SAFETY: the caller's struct has `size` readable bytes and ours has `ours`; we copy
-    // the `known` bytes both have. T is plain data (`Copy`, repr(C), every field an
-    // integer or float), so any bytes form a valid value.
+    // the `known` bytes both have, which end on a field boundary of a released layout
+    // (checked above), so no field is torn. T is plain data (`Copy`, repr(C), every
+    // field an integer, float or pointer), so these bytes form a valid value.
     unsafe {
         std::ptr::copy_nonoverlapping(p as *const u8, &mut value as *mut T as *mut u8, known)
     };
@@ -225,23 +252,21 @@ pub(crate) unsafe fn read_sized<T: Copy>(p: *const T, name: &str, default: T) ->
 }
 
 /// Writes `value` into a caller's sized struct, at most its `struct_size` bytes (which the
-/// caller set), keeping the caller's struct_size.
+/// caller set, checked as [`read_sized`] checks it, so no field is half written), keeping
+/// the caller's struct_size.
 ///
 /// # Safety
 /// `p` is NULL or valid for writes of the struct_size it carries.
-pub(crate) unsafe fn write_sized<T: Copy>(p: *mut T, name: &str, value: T) -> Outcome {
+pub(crate) unsafe fn write_sized<T: SizedStruct>(p: *mut T, name: &str, value: T) -> Outcome {
     if p.is_null() {
         return Err(Failure::null(name));
     }
     // SAFETY: every sized struct starts with a size_t struct_size; p is valid for it.
     let size = unsafe { (p as *const usize).read_unaligned() };
-    if size < size_of::<usize>() {
-        return Err(Failure::invalid(format!(
-            "`{name}`: struct_size {size} is too small; set it to sizeof the struct"
-        )));
-    }
+    check_struct_size::<T>(size, name)?;
     let n = size.min(size_of::<T>());
-    // SAFETY: we write n bytes (after the struct_size field) that both sides have.
+    // SAFETY: we write the n - 8 bytes after the struct_size field that both sides have
+    // (n is a released size, at least the struct_size field's 8 bytes).
     unsafe {
         std::ptr::copy_nonoverlapping(
             (&value as *const T as *const u8).add(size_of::<usize>()),

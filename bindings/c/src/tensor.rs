@@ -9,8 +9,8 @@ use pinframe::camera::Frame;
 use pinframe::{Access, DType, HostPin, ImageLayout, Memory, Tensor};
 
 use crate::status::{
-    Failure, Handle, Outcome, call, handle, pinframe_status, prepare_out, read_sized, take_handle,
-    write_out, write_sized,
+    Failure, Handle, Outcome, SizedStruct, call, handle, pinframe_status, prepare_out, read_sized,
+    take_handle, write_out, write_sized,
 };
 use crate::types::*;
 
@@ -340,6 +340,85 @@ impl TensorState {
     }
 }
 
+/// The bytes of one file (a dma-buf or memfd) that a tensor reads or writes: a plane's
+/// span from its first byte to the end of its last row, or a whole buffer of a tensor
+/// without a layout.
+pub(crate) struct Extent {
+    /// The tensor's buffer index.
+    pub(crate) buffer: usize,
+    /// The file's (st_dev, st_ino): two fds of one dma-buf or memfd share it.
+    file: (u64, u64),
+    /// Byte range in the file.
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+impl Extent {
+    /// True when the two address the same file and their byte ranges intersect.
+    pub(crate) fn overlaps(&self, other: &Extent) -> bool {
+        self.file == other.file && self.start < other.end && other.start < self.end
+    }
+}
+
+impl TensorState {
+    /// The fd-backed bytes the tensor's data occupies. Heap buffers have no fd and are
+    /// never shared between two handles of this API, so they have no extent.
+    pub(crate) fn extents(&self) -> Outcome<Vec<Extent>> {
+        use std::os::unix::fs::MetadataExt;
+        let mut files = Vec::with_capacity(self.meta.buffers.len());
+        for &(len, fd) in &self.meta.buffers {
+            let Some(fd) = fd else {
+                files.push(None);
+                continue;
+            };
+            // SAFETY: the fd is the tensor's own, open while the tensor lives (this state
+            // is locked, so the tensor does too); it is only borrowed to duplicate it.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            let file = std::fs::File::from(borrowed.try_clone_to_owned().map_err(|e| {
+                Failure::new(
+                    crate::status::PINFRAME_ERROR_IO,
+                    format!("dup of a tensor's fd {fd}: {e}"),
+                )
+            })?);
+            let m = file.metadata().map_err(|e| {
+                Failure::new(
+                    crate::status::PINFRAME_ERROR_IO,
+                    format!("fstat of a tensor's fd {fd}: {e}"),
+                )
+            })?;
+            files.push(Some(((m.dev(), m.ino()), len)));
+        }
+        let mut out = Vec::new();
+        match &self.meta.layout {
+            Some(l) => {
+                for (i, p) in l.planes().iter().enumerate() {
+                    if let Some(Some((file, _))) = files.get(p.buffer) {
+                        out.push(Extent {
+                            buffer: p.buffer,
+                            file: *file,
+                            start: p.offset,
+                            end: l.plane_end(i),
+                        });
+                    }
+                }
+            }
+            None => {
+                for (buffer, f) in files.iter().enumerate() {
+                    if let Some((file, len)) = f {
+                        out.push(Extent {
+                            buffer,
+                            file: *file,
+                            start: 0,
+                            end: *len,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 fn read_map<T: pinframe::Element>(t: &'static Tensor<T>) -> Outcome<ActiveMap> {
     let g = t.map()?;
     let buffers = (0..t.buffer_count())
@@ -419,6 +498,11 @@ pub struct pinframe_tensor_info {
     pub has_layout: u32,
     /// 1 when the tensor is a frame's (read-only, owned by its frame), else 0.
     pub is_frame: u32,
+}
+
+impl SizedStruct for pinframe_tensor_info {
+    const NAME: &'static str = "pinframe_tensor_info";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
 }
 
 /// Makes a zero-filled tensor of `dtype` with `ndim` dimensions `shape[0..ndim]` in
@@ -885,6 +969,10 @@ pub unsafe extern "C" fn pinframe_tensor_unmap(tensor: *const pinframe_tensor) -
 /// `pinframe_pin_free`. It covers the data from its first byte to the end of its last
 /// row, and issues no cache maintenance: bracket each CPU access with
 /// `pinframe_tensor_sync_for_cpu` / `_sync_for_device`. Single-buffer tensors only.
+///
+/// A pin of a frame's tensor keeps the camera's buffer out of the driver's queue until
+/// the pin is freed, even after `pinframe_frame_release` (the camera never refills it
+/// meanwhile); its bytes are read-only, as the frame's are.
 ///
 /// Ownership: on success `*out` is a new pin the caller frees with `pinframe_pin_free`.
 ///

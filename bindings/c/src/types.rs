@@ -10,7 +10,7 @@ use pinframe::{
     Range,
 };
 
-use crate::status::{Failure, Outcome, PINFRAME_ERROR_UNSUPPORTED};
+use crate::status::{Failure, Outcome, PINFRAME_ERROR_UNSUPPORTED, SizedStruct};
 
 /// An element type: one of the `PINFRAME_DTYPE_*` values.
 #[allow(non_camel_case_types)]
@@ -482,6 +482,11 @@ pub struct pinframe_layout {
     pub range: pinframe_range,
 }
 
+impl SizedStruct for pinframe_layout {
+    const NAME: &'static str = "pinframe_layout";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
+}
+
 impl pinframe_layout {
     pub(crate) fn empty() -> Self {
         pinframe_layout {
@@ -524,6 +529,19 @@ impl pinframe_layout {
         if n > PINFRAME_MAX_PLANES {
             return Err(Failure::invalid(format!(
                 "plane_count {n} exceeds {PINFRAME_MAX_PLANES}"
+            )));
+        }
+        // pinframe counts buffers as the largest index plus one: an index past the most
+        // buffers an image has is refused here (SIZE_MAX would wrap that count to 0).
+        if let Some((i, p)) = self.planes[..n]
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.buffer >= PINFRAME_MAX_PLANES)
+        {
+            return Err(Failure::invalid(format!(
+                "plane {i} is in buffer {}; an image has at most {PINFRAME_MAX_PLANES} buffers \
+                 (indices 0..{PINFRAME_MAX_PLANES})",
+                p.buffer
             )));
         }
         let planes: Vec<Plane> = self.planes[..n]

@@ -3,6 +3,7 @@
 //! carries (its qdata) so a buffer finds its tensor again frame after frame.
 
 use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gst_allocators::prelude::*;
@@ -49,6 +50,9 @@ pub(crate) struct Placement {
     pub(crate) memory: MemoryChoice,
     /// The caps say `memory:DMABuf`: a memfd will not do.
     pub(crate) require_dma: bool,
+    /// Bytes allocated for tensors through this placement (the element's stats:
+    /// `allocated-bytes`), probes included.
+    pub(crate) allocated: Arc<AtomicU64>,
 }
 
 fn allocate_typed<T: Element>(
@@ -76,6 +80,14 @@ fn allocate_typed<T: Element>(
 
 /// A tensor for one pool buffer, laid out as `layout` (one buffer).
 pub(crate) fn allocate(layout: &ImageLayout, place: &Placement) -> pinframe::Result<AnyTensor> {
+    let t = allocate_any(layout, place)?;
+    place
+        .allocated
+        .fetch_add(layout.allocation_len(0) as u64, Ordering::Relaxed);
+    Ok(t)
+}
+
+fn allocate_any(layout: &ImageLayout, place: &Placement) -> pinframe::Result<AnyTensor> {
     Ok(match layout.dtype() {
         DType::U8 => AnyTensor::U8(allocate_typed(layout, place)?),
         DType::I8 => AnyTensor::I8(allocate_typed(layout, place)?),
@@ -87,6 +99,37 @@ pub(crate) fn allocate(layout: &ImageLayout, place: &Placement) -> pinframe::Res
             )));
         }
     })
+}
+
+/// Bytes of the allocation that [`probe`] makes: one page, never a frame.
+pub(crate) const PROBE_BYTES: usize = 4096;
+
+/// Checks, before a pool is configured, that `place` can be allocated at all, without
+/// allocating a frame (with little CMA, a frame-sized probe can take the memory the pool
+/// then needs): a one-page dma-buf through the same route when the placement needs
+/// DMA, nothing otherwise (memfds and the memfd fallback do not fail for want of a
+/// route). Returns the bytes it allocated (and freed again).
+pub(crate) fn probe(place: &Placement) -> pinframe::Result<usize> {
+    let n = probe_uncounted(place)?;
+    place.allocated.fetch_add(n as u64, Ordering::Relaxed);
+    Ok(n)
+}
+
+fn probe_uncounted(place: &Placement) -> pinframe::Result<usize> {
+    match &place.memory {
+        MemoryChoice::Dma(route) => {
+            drop(Tensor::<u8>::new_dma_via(&[PROBE_BYTES], route)?);
+            Ok(PROBE_BYTES)
+        }
+        MemoryChoice::System if place.require_dma => Err(pinframe::Error::InvalidArgument(
+            "the caps ask for memory:DMABuf but dma-route=system".into(),
+        )),
+        MemoryChoice::Auto if place.require_dma => {
+            drop(Tensor::<u8>::new(&[PROBE_BYTES], Some(Memory::Dma))?);
+            Ok(PROBE_BYTES)
+        }
+        MemoryChoice::System | MemoryChoice::Auto => Ok(0),
+    }
 }
 
 /// The allocators that wrap tensors' fds as GStreamer memory.

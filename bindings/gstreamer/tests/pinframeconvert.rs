@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use common::*;
 use gst::prelude::*;
+use gst_allocators::prelude::*;
 use pinframe::{
     Backend, ConvertOptions, DType, Fit, Gamma, ImageLayout, ImageProcessor, Isp, Normalize,
     PixelFormat, Quantize,
@@ -824,4 +825,319 @@ fn bayer_frames_with_isp_properties_equal_the_library_on_the_cpu() {
         all.contains("isp black level 255 at the R sites is not below the white level 255"),
         "{all}"
     );
+}
+
+/// A sealed memfd of `len` bytes filled with `byte` (what a dma-buf memory is wrapped over
+/// here: the host has no dma-heap; pinframe imports memfds the same way).
+fn sealed_memfd(len: usize, byte: u8) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: memfd_create with a static NUL-terminated name; the fd is ours.
+    let fd = unsafe { libc::memfd_create(c"pinframe-gst-test".as_ptr(), libc::MFD_ALLOW_SEALING) };
+    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let file = std::fs::File::from(fd.try_clone().unwrap());
+    std::io::Write::write_all(&mut &file, &vec![byte; len]).unwrap();
+    // SAFETY: F_ADD_SEALS on an fd we own.
+    assert_eq!(
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) },
+        0
+    );
+    fd
+}
+
+/// An NV12 64x48 buffer of two memories (Y, then UV) described by a GstVideoMeta, whose
+/// second memory holds only `uv_len` of the 1536 bytes its plane needs.
+fn nv12_two_memories(uv_len: usize, dmabuf: bool) -> gst::Buffer {
+    let (y_len, full_uv) = (64 * 48, 64 * 24);
+    let mut buffer = gst::Buffer::new();
+    {
+        let b = buffer.get_mut().unwrap();
+        if dmabuf {
+            let alloc = gst_allocators::DmaBufAllocator::new();
+            for (len, byte) in [(y_len, 100u8), (uv_len, 128u8)] {
+                let fd = sealed_memfd(len, byte);
+                use std::os::fd::IntoRawFd;
+                // SAFETY: the allocator takes the fd (an open memfd of `len` bytes).
+                let mem = unsafe { alloc.alloc_dmabuf(fd.into_raw_fd(), len) }.unwrap();
+                b.append_memory(mem);
+            }
+        } else {
+            b.append_memory(gst::Memory::from_mut_slice(vec![100u8; y_len]));
+            b.append_memory(gst::Memory::from_mut_slice(vec![128u8; uv_len]));
+        }
+        gst_video::VideoMeta::add_full(
+            b,
+            gst_video::VideoFrameFlags::empty(),
+            gst_video::VideoFormat::Nv12,
+            64,
+            48,
+            &[0, y_len],
+            &[64, 64],
+        )
+        .unwrap();
+    }
+    let _ = full_uv;
+    buffer
+}
+
+/// A plane that runs past its own GstMemory is refused (an element error naming the
+/// plane), never read out of bounds: in system memory (GStreamer's video frame would hand
+/// out `stride * rows` bytes of the short memory) and in dma-buf memory (whose import is
+/// counted as failed, logged once, and which then is refused the same way). What the
+/// failing frames counted is kept in the stats.
+#[test]
+fn a_plane_past_its_memory_is_refused_and_counted() {
+    init();
+    for dmabuf in [false, true] {
+        let pipeline = launch_bin(
+            "appsrc name=src format=time caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
+             pinframeconvert name=conv backend=cpu ! video/x-raw,format=RGB,width=32,height=32 ! \
+             appsink name=sink sync=false",
+        );
+        let src = app_src(&pipeline);
+        let sink = app_sink(&pipeline);
+        let conv = pipeline.by_name("conv").unwrap();
+        let bus = pipeline.bus().unwrap();
+        pipeline.set_state(gst::State::Playing).unwrap();
+        // Whole memories convert (the dma-buf one imported).
+        src.push_buffer(nv12_two_memories(64 * 24, dmabuf)).unwrap();
+        let sample = sink
+            .try_pull_sample(gst::ClockTime::from_seconds(10))
+            .expect("a whole frame converts");
+        let got = sample.buffer().unwrap().map_readable().unwrap();
+        assert!(got.iter().all(|&v| v == got[0]), "a flat grey frame");
+        drop(got);
+        // Half the chroma plane is missing.
+        let _ = src.push_buffer(nv12_two_memories(64 * 12, dmabuf));
+        let mut log = BusLog::default();
+        log.until_end(&bus, 10);
+        let all = format!("{log:?}");
+        assert!(
+            all.contains("plane 1 needs 1536 bytes of its memory of 768 bytes"),
+            "dmabuf={dmabuf}: {all}"
+        );
+        assert!(!all.contains("panicked"), "{all}");
+        let stats = conv.property::<gst::Structure>("stats");
+        let n = |f: &str| stats.get::<u64>(f).unwrap();
+        assert_eq!(n("failed-frames"), 1, "{stats}");
+        assert_eq!(n("frames"), 1, "{stats}");
+        if dmabuf {
+            assert_eq!(n("dmabuf-sources"), 1, "{stats}");
+            assert_eq!(n("source-import-failures"), 1, "{stats}");
+            assert_eq!(
+                n("mapped-sources"),
+                1,
+                "the failing frame is counted: {stats}"
+            );
+        } else {
+            assert_eq!(
+                n("mapped-sources"),
+                2,
+                "the failing frame is counted: {stats}"
+            );
+            assert_eq!(n("source-import-failures"), 0, "{stats}");
+        }
+        pipeline.set_state(gst::State::Null).unwrap();
+    }
+}
+
+/// A dma-buf source that cannot be imported is logged once (a warning), counted on every
+/// frame, and converted from its mapped bytes.
+#[test]
+fn a_failing_dmabuf_import_is_logged_once_and_counted() {
+    init();
+    let pipeline = launch_bin(
+        "appsrc name=src format=time caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
+         pinframeconvert name=importonce backend=cpu ! video/x-raw,format=RGB,width=32,height=32 ! \
+         appsink name=sink sync=false",
+    );
+    let src = app_src(&pipeline);
+    let sink = app_sink(&pipeline);
+    let conv = pipeline.by_name("importonce").unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let failures = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = failures.clone();
+    gst::log::add_log_function(move |_cat, level, _file, _fn, _line, obj, msg| {
+        if level == gst::DebugLevel::Warning
+            && obj.is_some_and(|o| o.to_string().contains("importonce"))
+            && msg
+                .get()
+                .is_some_and(|m| m.contains("dma-buf source not imported"))
+        {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    gst::log::set_threshold_for_name("pinframeconvert", gst::DebugLevel::Warning);
+    for _ in 0..5 {
+        // An unsealed memfd as dma-buf memory: pinframe refuses to import it.
+        // SAFETY: memfd_create with a static name; the fd goes to the allocator.
+        let fd = unsafe { libc::memfd_create(c"pinframe-gst-unsealed".as_ptr(), 0) };
+        assert!(fd >= 0);
+        // SAFETY: `fd` is an open memfd; it is resized before the allocator takes it.
+        assert_eq!(unsafe { libc::ftruncate(fd, 64 * 48 * 3 / 2) }, 0);
+        let alloc = gst_allocators::DmaBufAllocator::new();
+        // SAFETY: the allocator takes the open fd.
+        let mem = unsafe { alloc.alloc_dmabuf(fd, 64 * 48 * 3 / 2) }.unwrap();
+        let mut buffer = gst::Buffer::new();
+        buffer.get_mut().unwrap().append_memory(mem);
+        src.push_buffer(buffer).unwrap();
+        assert!(
+            sink.try_pull_sample(gst::ClockTime::from_seconds(10))
+                .is_some(),
+            "converted from the mapped bytes"
+        );
+    }
+    let stats = conv.property::<gst::Structure>("stats");
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert_eq!(
+        stats.get::<u64>("source-import-failures").unwrap(),
+        5,
+        "{stats}"
+    );
+    assert_eq!(stats.get::<u64>("mapped-sources").unwrap(), 5, "{stats}");
+    assert_eq!(stats.get::<u64>("failed-frames").unwrap(), 0, "{stats}");
+    assert_eq!(
+        failures.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "one warning for five failed imports"
+    );
+}
+
+/// Negotiation probes where buffers can come from without allocating a frame: the
+/// output pool allocates its `pool-size` buffers and nothing else does; a route that
+/// cannot allocate is refused with the library's reason, having allocated nothing.
+#[test]
+fn negotiation_allocates_no_probe_frame() {
+    init();
+    let pipeline = launch_bin(
+        "videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=320,height=240 ! \
+         pinframeconvert name=conv pool-size=3 backend=cpu ! \
+         other/tensors,format=static,num_tensors=1,types=float32,dimensions=3:96:96:1 ! \
+         appsink name=sink sync=false",
+    );
+    let sink = app_sink(&pipeline);
+    let conv = pipeline.by_name("conv").unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let mut frames = 0;
+    while sink
+        .try_pull_sample(gst::ClockTime::from_seconds(30))
+        .is_some()
+    {
+        frames += 1;
+    }
+    let stats = conv.property::<gst::Structure>("stats");
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert_eq!(frames, 3);
+    let n = |f: &str| stats.get::<u64>(f).unwrap();
+    assert_eq!(n("output-buffers"), 3, "{stats}");
+    // Memfd buffers need no probe; a dma-buf probe is one page, never a 96x96x3 f32 frame.
+    assert!(n("probe-bytes") <= 4096 * n("probe-allocations"), "{stats}");
+    // Every byte allocated: the three pool buffers, and the probes' pages.
+    assert_eq!(
+        n("allocated-bytes"),
+        3 * 96 * 96 * 3 * 4 + n("probe-bytes"),
+        "no frame allocated to probe: {stats}"
+    );
+
+    // A dma-heap that does not exist: refused at allocation, nothing allocated.
+    let pipeline = launch_bin(
+        "videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=320,height=240 ! \
+         pinframeconvert name=conv pool-size=3 backend=cpu dma-route=heap:pinframe-none ! \
+         video/x-raw,format=RGB,width=96,height=96 ! appsink name=sink sync=false",
+    );
+    let conv = pipeline.by_name("conv").unwrap();
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let mut log = BusLog::default();
+    log.until_end(&bus, 10);
+    let stats = conv.property::<gst::Structure>("stats");
+    pipeline.set_state(gst::State::Null).unwrap();
+    let all = format!("{log:?}");
+    assert!(
+        all.contains("cannot allocate the output pool's buffers"),
+        "{all}"
+    );
+    assert!(all.contains("pinframe-none"), "{all}");
+    let n = |f: &str| stats.get::<u64>(f).unwrap();
+    assert_eq!(n("output-buffers"), 0, "{stats}");
+    assert_eq!(n("probe-bytes"), 0, "{stats}");
+    assert_eq!(n("allocated-bytes"), 0, "{stats}");
+}
+
+/// Out-of-range property values (NaN, infinities, zero, negative, too large) are refused
+/// with a warning and leave the property as it was; a pool-size out of its range is
+/// refused by GObject. Caps with huge sizes are refused in negotiation. Never a panic.
+#[test]
+fn bad_numbers_in_properties_and_caps_are_refused() {
+    init();
+    let conv = gst::ElementFactory::make("pinframeconvert")
+        .build()
+        .unwrap();
+    let cases = [
+        ("mean", "nan,0,0"),
+        ("mean", "inf,0,0"),
+        ("std", "0,1,1"),
+        ("std", "1,-inf,1"),
+        ("std", "1,1,nan"),
+        ("wb-gains", "-1,1,1"),
+        ("wb-gains", "nan,1,1"),
+        ("wb-gains", "1e39,1,1"),
+        ("ccm", "1,0,0,0,nan,0,0,0,1"),
+        ("crop", "4294967296,0,1,1"),
+        ("crop", "1,1,0,0"),
+        ("crop", "-1,0,4,4"),
+        ("pad", "256,0,0"),
+        ("pad", "-1,0,0"),
+        ("black-level", "65536"),
+        ("black-level", "-1"),
+        ("dma-route", "heap:"),
+    ];
+    for (name, bad) in cases {
+        let before = conv.property_value(name);
+        conv.set_property_from_str(name, bad);
+        let after = conv.property_value(name);
+        assert_eq!(
+            format!("{before:?}"),
+            format!("{after:?}"),
+            "{name}={bad} should be refused"
+        );
+    }
+    // From a pipeline description, as gst-launch sets it: GObject refuses the value.
+    let bin = launch_bin("fakesrc ! pinframeconvert name=conv pool-size=1000 ! fakesink");
+    let c = bin.by_name("conv").unwrap();
+    assert_eq!(c.property::<u32>("pool-size"), 4);
+
+    let cases: [(&str, &str); 3] = [
+        (
+            "appsrc name=src caps=video/x-bayer,format=rggb,width=2147483647,height=2147483647,framerate=30/1 ! \
+             pinframeconvert name=conv backend=cpu ! video/x-raw,format=RGB,width=32,height=32 ! appsink name=sink",
+            "",
+        ),
+        (
+            "appsrc name=src caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
+             pinframeconvert name=conv backend=cpu ! other/tensors,format=static,num_tensors=1,types=float32,dimensions=3:4294967295:4294967295:1 ! appsink name=sink",
+            "",
+        ),
+        (
+            "appsrc name=src caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
+             pinframeconvert name=conv backend=cpu ! other/tensors,format=static,num_tensors=1,types=float32,dimensions=3:40000:40000:1 ! appsink name=sink",
+            "",
+        ),
+    ];
+    for (desc, needle) in cases {
+        let pipeline = launch_bin(desc);
+        let src = app_src(&pipeline);
+        let bus = pipeline.bus().unwrap();
+        pipeline.set_state(gst::State::Playing).unwrap();
+        let _ = src.push_buffer(gst::Buffer::with_size(64 * 48 * 3).unwrap());
+        let _ = src.end_of_stream();
+        let mut log = BusLog::default();
+        log.until_end(&bus, 20);
+        pipeline.set_state(gst::State::Null).unwrap();
+        let all = format!("{log:?}");
+        assert!(!log.errors.is_empty(), "{desc}: should be refused: {all}");
+        assert!(!all.contains("panicked"), "{desc}: {all}");
+        assert!(all.contains(needle), "{desc}: {all}");
+    }
 }

@@ -3,7 +3,8 @@
  * documented status and a message that says what was wrong. Built as C99 and as C++17
  * by scripts/lanes/c, which also checks that every function of the header is named here.
  *
- *   api            run everything (GL needs EGL_PLATFORM=surfaceless and Mesa here) */
+ *   api            run everything (GL needs EGL_PLATFORM=surfaceless and Mesa here)
+ *   api TEST       run the one test function named TEST */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -50,13 +51,14 @@ static void version_and_info(void) {
   info.struct_size = 0;
   FAILS(pinframe_get_info(&info), PINFRAME_ERROR_INVALID_INPUT, "struct_size");
 
-  /* An older caller's shorter struct: only its bytes are written. */
+  /* A size no released header gave pinframe_info: refused, nothing written. */
   unsigned char small[sizeof(size_t) + 4 + 4];
   memset(small, 0xEE, sizeof small);
   size_t size = sizeof(size_t) + 4;
   memcpy(small, &size, sizeof size);
-  OK(pinframe_get_info((pinframe_info *)(void *)small));
-  CHECK(small[sizeof small - 1] == 0xEE);
+  FAILS(pinframe_get_info((pinframe_info *)(void *)small), PINFRAME_ERROR_INVALID_INPUT,
+        "struct_size 12 is not a size of pinframe_info");
+  CHECK(small[sizeof(size_t)] == 0xEE && small[sizeof small - 1] == 0xEE);
 
   size_t length = 0;
   OK(pinframe_info_string(NULL, 0, &length));
@@ -383,8 +385,21 @@ static void fds_and_imports(void) {
   FAILS(pinframe_tensor_import(devnull, &l, &b), PINFRAME_ERROR_INVALID_INPUT,
         "neither a dma-buf nor a memfd");
   close(devnull);
+  /* Too small and unsealed: the seal is checked first (the size of a memfd that can
+   * still shrink means nothing), with or without MFD_ALLOW_SEALING. */
   int tiny = memfd_create("pinframe-api-test", MFD_CLOEXEC);
   CHECK(tiny >= 0 && ftruncate(tiny, 100) == 0);
+  FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED,
+        "has no F_SEAL_SHRINK seal");
+  FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED,
+        "created without MFD_ALLOW_SEALING");
+  close(tiny);
+  tiny = memfd_create("pinframe-api-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  CHECK(tiny >= 0 && ftruncate(tiny, 100) == 0);
+  FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_IMPORT_REFUSED,
+        "has no F_SEAL_SHRINK seal");
+  /* Sealed, then its size is what is wrong. */
+  CHECK(fcntl(tiny, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
   FAILS(pinframe_tensor_import(tiny, &l, &b), PINFRAME_ERROR_INVALID_INPUT, "buffer too small");
   close(tiny);
   /* A memfd that can still shrink is refused (a truncation would SIGBUS the mapping). */
@@ -593,16 +608,21 @@ static void convert_options_do_what_they_say(pinframe_processor *proc) {
   FAILS(pinframe_processor_convert(proc, src, dst, &o, NULL), PINFRAME_ERROR_INVALID_INPUT,
         "unknown matrix 7");
 
-  /* An older caller (shorter struct) gets the defaults of what it does not know. */
+  /* An older caller (the first released struct, before the RAW fields) gets the defaults
+   * of what it does not know. */
   OK(pinframe_convert_options_init(&o));
   o.flip = PINFRAME_FLIP_HORIZONTAL;
-  o.mean[0] = 99.0f; /* beyond the short struct: must be ignored */
-  o.struct_size = offsetof(pinframe_convert_options, mean);
+  o.wb_gains[0] = 0.0f; /* beyond the short struct: must be ignored */
+  o.struct_size = offsetof(pinframe_convert_options, black_level);
   OK(pinframe_processor_convert(proc, src, f, &o, NULL));
   OK(pinframe_tensor_map(f, PINFRAME_ACCESS_READ, &data, &len));
   fp = (const float *)data;
   CHECK(fp[0] > 7.0f / 255.0f - 1e-6f && fp[0] < 7.0f / 255.0f + 1e-6f); /* flipped, mean 0 */
   OK(pinframe_tensor_unmap(f));
+  /* A size no released header had (it ends before `mean`) is refused, not half read. */
+  o.struct_size = offsetof(pinframe_convert_options, mean);
+  FAILS(pinframe_processor_convert(proc, src, f, &o, NULL), PINFRAME_ERROR_INVALID_INPUT,
+        "is not a size of pinframe_convert_options");
 
   /* A newer caller's unknown fields: zeros are fine, anything else is refused. */
   struct {
@@ -1052,7 +1072,414 @@ static void guard_entry_points(void) {
   CHECK(g->defer_unmap(NULL, 0, NULL, NULL) == 0); /* not inside a section */
 }
 
-int main(void) {
+/* ---- struct sizes: only the released layouts ---- */
+
+static void struct_sizes_are_released_layouts(void) {
+  /* The camera config: one released layout. A size that ends inside `dma_route` (half
+   * of a pointer) is refused before the pointer is read. */
+  pinframe_camera_config config;
+  config.struct_size = sizeof config;
+  OK(pinframe_camera_config_init(&config));
+  config.width = 64;
+  config.height = 48;
+  config.buffers = 2;
+  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  config.dma_route = "udmabuf"; /* read only in DMABUF mode, but parsed when given */
+  pinframe_camera *cam = NULL;
+  char expect[128];
+  size_t torn_config[] = {offsetof(pinframe_camera_config, dma_route) + 4,
+                          offsetof(pinframe_camera_config, dma_route) + 1,
+                          sizeof config - 1, 12, 9};
+  for (size_t i = 0; i < sizeof torn_config / sizeof torn_config[0]; i++) {
+    config.struct_size = torn_config[i];
+    snprintf(expect, sizeof expect, "struct_size %zu is not a size of pinframe_camera_config",
+             torn_config[i]);
+    FAILS(pinframe_camera_synthetic(&config, &cam), PINFRAME_ERROR_INVALID_INPUT, expect);
+    snprintf(expect, sizeof expect, "accepted sizes: %zu,", sizeof config);
+    FAILS(pinframe_camera_synthetic(&config, &cam), PINFRAME_ERROR_INVALID_INPUT, expect);
+    CHECK(cam == NULL);
+    FAILS(pinframe_camera_config_init(&config), PINFRAME_ERROR_INVALID_INPUT, "struct_size");
+  }
+  config.struct_size = sizeof config;
+  OK(pinframe_camera_synthetic(&config, &cam));
+  pinframe_camera_info info;
+  info.struct_size = sizeof info;
+  OK(pinframe_camera_get_info(cam, &info));
+  CHECK(info.width == 64 && info.buffer_count == 2);
+  /* Out-structs are checked the same way: nothing half written. */
+  memset(&info, 0xAB, sizeof info);
+  info.struct_size = offsetof(pinframe_camera_info, frames) + 4;
+  FAILS(pinframe_camera_get_info(cam, &info), PINFRAME_ERROR_INVALID_INPUT,
+        "is not a size of pinframe_camera_info");
+  CHECK(info.width == 0xABABABABu);
+  OK(pinframe_camera_free(cam));
+
+  /* The convert options: the first layout (before the RAW block) and today's. */
+  size_t accepted[] = {offsetof(pinframe_convert_options, black_level),
+                       sizeof(pinframe_convert_options)};
+  size_t torn[] = {offsetof(pinframe_convert_options, black_level) + 2,
+                   offsetof(pinframe_convert_options, wb_gains) + 2,
+                   offsetof(pinframe_convert_options, gamma),
+                   sizeof(pinframe_convert_options) - 4,
+                   offsetof(pinframe_convert_options, std) + 2,
+                   offsetof(pinframe_convert_options, has_crop)};
+  pinframe_processor *proc = NULL;
+  OK(pinframe_processor_create(PINFRAME_BACKEND_CPU, &proc));
+  pinframe_tensor *src = gradient(8, 8), *dst = NULL;
+  OK(pinframe_tensor_image(8, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8, PINFRAME_MEMORY_HEAP,
+                           &dst));
+  pinframe_convert_options o;
+  for (size_t i = 0; i < 2; i++) {
+    o.struct_size = sizeof o;
+    OK(pinframe_convert_options_init(&o));
+    o.struct_size = accepted[i];
+    OK(pinframe_convert_options_init(&o));
+    CHECK(o.struct_size == accepted[i]);
+    OK(pinframe_processor_convert(proc, src, dst, &o, NULL));
+  }
+  snprintf(expect, sizeof expect, "(accepted sizes: %zu, %zu, or larger",
+           accepted[0], accepted[1]);
+  for (size_t i = 0; i < sizeof torn / sizeof torn[0]; i++) {
+    o.struct_size = sizeof o;
+    OK(pinframe_convert_options_init(&o));
+    o.struct_size = torn[i];
+    FAILS(pinframe_processor_convert(proc, src, dst, &o, NULL), PINFRAME_ERROR_INVALID_INPUT,
+          expect);
+    FAILS(pinframe_convert_options_init(&o), PINFRAME_ERROR_INVALID_INPUT, expect);
+  }
+
+  /* The layout: one released layout. */
+  pinframe_layout l = layout_of(8, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8);
+  pinframe_tensor *t = NULL;
+  l.struct_size = offsetof(pinframe_layout, planes) + 4;
+  FAILS(pinframe_tensor_with_layout(&l, PINFRAME_MEMORY_HEAP, &t), PINFRAME_ERROR_INVALID_INPUT,
+        "is not a size of pinframe_layout");
+  l.struct_size = sizeof l - 4;
+  FAILS(pinframe_tensor_set_layout(dst, &l), PINFRAME_ERROR_INVALID_INPUT,
+        "is not a size of pinframe_layout");
+  FAILS(pinframe_tensor_get_layout(dst, &l), PINFRAME_ERROR_INVALID_INPUT,
+        "is not a size of pinframe_layout");
+  l.struct_size = sizeof l;
+  OK(pinframe_tensor_with_layout(&l, PINFRAME_MEMORY_HEAP, &t));
+  OK(pinframe_tensor_free(t));
+  OK(pinframe_tensor_free(src));
+  OK(pinframe_tensor_free(dst));
+  OK(pinframe_processor_free(proc));
+}
+
+/* ---- a conversion's source and destination never share memory ---- */
+
+static void fill_bytes(pinframe_tensor *t, unsigned char seed) {
+  void *data = NULL;
+  size_t len = 0;
+  OK(pinframe_tensor_map(t, PINFRAME_ACCESS_WRITE, &data, &len));
+  for (size_t i = 0; i < len; i++) ((unsigned char *)data)[i] = (unsigned char)(seed + i * 7);
+  OK(pinframe_tensor_unmap(t));
+}
+
+static void overlapping_src_and_dst_are_refused(void) {
+  pinframe_processor *proc = NULL;
+  OK(pinframe_processor_create(PINFRAME_BACKEND_CPU, &proc));
+  /* One memfd of two 8x8 RGB images, the source the top one. */
+  pinframe_tensor *whole = NULL;
+  OK(pinframe_tensor_image(8, 16, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8, PINFRAME_MEMORY_SHM,
+                           &whole));
+  fill_bytes(whole, 3);
+  pinframe_layout top = layout_of(8, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8);
+  OK(pinframe_tensor_set_layout(whole, &top));
+  int fd = -1;
+  OK(pinframe_tensor_get_fd(whole, 0, &fd));
+
+  /* The bottom image of the same memfd: no byte in common, converted. */
+  pinframe_layout bottom = top;
+  bottom.planes[0].offset = 8 * 8 * 3;
+  pinframe_tensor *dst = NULL;
+  OK(pinframe_tensor_import(fd, &bottom, &dst));
+  OK(pinframe_processor_convert(proc, whole, dst, NULL, NULL));
+  void *data = NULL;
+  size_t len = 0;
+  OK(pinframe_tensor_map(whole, PINFRAME_ACCESS_READ, &data, &len));
+  CHECK(len == 8 * 16 * 3);
+  CHECK(memcmp(data, (unsigned char *)data + 8 * 8 * 3, 8 * 8 * 3) == 0); /* RGB -> RGB */
+  OK(pinframe_tensor_unmap(whole));
+  OK(pinframe_tensor_free(dst));
+
+  /* Half way down: rows 4..7 of the source are rows 0..3 of the destination. */
+  pinframe_layout middle = top;
+  middle.planes[0].offset = 4 * 8 * 3;
+  OK(pinframe_tensor_import(fd, &middle, &dst));
+  FAILS(pinframe_processor_convert(proc, whole, dst, NULL, NULL), PINFRAME_ERROR_INVALID_INPUT,
+        "src and dst overlap: bytes 0..192 of src's buffer 0 and bytes 96..288 of dst's buffer 0");
+  OK(pinframe_tensor_free(dst));
+  /* The same bytes exactly (a second import of one fd). */
+  OK(pinframe_tensor_import(fd, &top, &dst));
+  FAILS(pinframe_processor_convert(proc, whole, dst, NULL, NULL), PINFRAME_ERROR_INVALID_INPUT,
+        "same memory (one dma-buf or memfd)");
+  FAILS(pinframe_processor_convert(proc, dst, whole, NULL, NULL), PINFRAME_ERROR_INVALID_INPUT,
+        "src and dst overlap");
+  OK(pinframe_tensor_free(dst));
+
+  /* A frame's buffer imported as a destination. */
+  pinframe_camera_config config;
+  config.struct_size = sizeof config;
+  OK(pinframe_camera_config_init(&config));
+  config.width = 16;
+  config.height = 16;
+  config.buffers = 2;
+  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  pinframe_camera *cam = NULL;
+  OK(pinframe_camera_synthetic(&config, &cam));
+  pinframe_frame *frame = NULL;
+  OK(pinframe_camera_next_frame(cam, -1, &frame));
+  const pinframe_tensor *ft = NULL;
+  OK(pinframe_frame_get_tensor(frame, &ft));
+  pinframe_layout fl;
+  fl.struct_size = sizeof fl;
+  OK(pinframe_tensor_get_layout(ft, &fl));
+  int frame_fd = -1;
+  OK(pinframe_tensor_get_fd(ft, 0, &frame_fd));
+  pinframe_tensor *alias = NULL;
+  OK(pinframe_tensor_import(frame_fd, &fl, &alias));
+  FAILS(pinframe_processor_convert(proc, ft, alias, NULL, NULL), PINFRAME_ERROR_INVALID_INPUT,
+        "src and dst overlap");
+  pinframe_tensor *own = NULL;
+  OK(pinframe_tensor_image(16, 16, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8, PINFRAME_MEMORY_SHM,
+                           &own));
+  OK(pinframe_processor_convert(proc, ft, own, NULL, NULL)); /* memory of its own */
+  OK(pinframe_tensor_free(own));
+  OK(pinframe_tensor_free(alias));
+  OK(pinframe_frame_release(frame));
+  OK(pinframe_camera_free(cam));
+  OK(pinframe_tensor_free(whole));
+  OK(pinframe_processor_free(proc));
+}
+
+/* ---- a pin of a frame keeps its buffer from the driver ---- */
+
+static void a_pinned_frame_is_not_requeued(void) {
+  pinframe_camera_config config;
+  config.struct_size = sizeof config;
+  OK(pinframe_camera_config_init(&config));
+  config.width = 64;
+  config.height = 48;
+  config.buffers = 2;
+  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  pinframe_camera *cam = NULL;
+  OK(pinframe_camera_synthetic(&config, &cam));
+  pinframe_camera_info info;
+  info.struct_size = sizeof info;
+  pinframe_frame_info fi;
+  fi.struct_size = sizeof fi;
+
+  pinframe_frame *a = NULL, *b = NULL, *c = NULL;
+  OK(pinframe_camera_next_frame(cam, -1, &a));
+  OK(pinframe_frame_get_info(a, &fi));
+  uint32_t pinned_index = fi.buffer_index;
+  const pinframe_tensor *t = NULL;
+  OK(pinframe_frame_get_tensor(a, &t));
+  pinframe_pin *pin = NULL;
+  OK(pinframe_tensor_pin(t, &pin));
+  void *addr = NULL;
+  size_t len = 0, align = 0;
+  OK(pinframe_pin_get_data(pin, &addr, &len, &align));
+  CHECK(len == 64 * 48 * 2);
+  unsigned char *copy = (unsigned char *)malloc(len);
+  CHECK(copy != NULL);
+  OK(pinframe_tensor_sync_for_cpu(t, PINFRAME_ACCESS_READ));
+  memcpy(copy, addr, len);
+
+  /* Released, but pinned: the buffer stays out of the camera's queue. */
+  OK(pinframe_frame_release(a));
+  OK(pinframe_camera_get_info(cam, &info));
+  CHECK(info.held_buffers == 1);
+  /* The camera draws frame after frame into the other buffer only. */
+  for (int i = 0; i < 3; i++) {
+    OK(pinframe_camera_next_frame(cam, -1, &b));
+    OK(pinframe_frame_get_info(b, &fi));
+    CHECK(fi.buffer_index != pinned_index);
+    FAILS(pinframe_camera_next_frame(cam, 0, &c), PINFRAME_ERROR_ALL_BUFFERS_HELD,
+          "all 2 capture buffers are held");
+    OK(pinframe_frame_release(b));
+  }
+  CHECK(memcmp(copy, addr, len) == 0); /* never refilled under the pin */
+
+  /* The last pin freed: the buffer goes back, and is drawn into again. */
+  OK(pinframe_pin_free(pin));
+  OK(pinframe_camera_get_info(cam, &info));
+  CHECK(info.held_buffers == 0);
+  OK(pinframe_camera_next_frame(cam, -1, &b));
+  OK(pinframe_camera_next_frame(cam, -1, &c));
+  pinframe_frame_info fb, fc;
+  fb.struct_size = fc.struct_size = sizeof fb;
+  OK(pinframe_frame_get_info(b, &fb));
+  OK(pinframe_frame_get_info(c, &fc));
+  CHECK(fb.buffer_index == pinned_index || fc.buffer_index == pinned_index);
+  OK(pinframe_frame_release(b));
+  OK(pinframe_frame_release(c));
+  free(copy);
+  OK(pinframe_camera_free(cam));
+}
+
+/* ---- bad numbers: a status and a message, never a panic ---- */
+
+/* The call fails with `code` (and so not PINFRAME_ERROR_PANIC). */
+#define REFUSED(call, code, needle) FAILS(call, code, needle)
+
+static void bad_numbers_are_refused(void) {
+  pinframe_camera_config config;
+  config.struct_size = sizeof config;
+  OK(pinframe_camera_config_init(&config));
+  config.width = 32;
+  config.height = 16;
+  config.buffers = 2;
+  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  pinframe_camera *cam = NULL;
+  OK(pinframe_camera_synthetic(&config, &cam));
+  pinframe_frame *f = NULL;
+  REFUSED(pinframe_camera_next_frame(cam, INT64_MAX, &f), PINFRAME_ERROR_INVALID_INPUT,
+          "longer than PINFRAME_TIMEOUT_MS_MAX");
+  REFUSED(pinframe_camera_next_frame(cam, (int64_t)PINFRAME_TIMEOUT_MS_MAX + 1, &f),
+          PINFRAME_ERROR_INVALID_INPUT, "PINFRAME_TIMEOUT_MS_MAX");
+  CHECK(f == NULL);
+  OK(pinframe_camera_next_frame(cam, PINFRAME_TIMEOUT_MS_MAX, &f));
+  OK(pinframe_frame_release(f));
+  OK(pinframe_camera_next_frame(cam, INT64_MIN, &f)); /* negative: the configured timeout */
+  OK(pinframe_frame_release(f));
+  OK(pinframe_camera_free(cam));
+
+  pinframe_camera_config bad = config;
+  bad.timeout_ms = UINT32_MAX;
+  REFUSED(pinframe_camera_synthetic(&bad, &cam), PINFRAME_ERROR_INVALID_INPUT,
+          "config.timeout_ms");
+  bad = config;
+  bad.timeout_ms = 0;
+  REFUSED(pinframe_camera_synthetic(&bad, &cam), PINFRAME_ERROR_INVALID_INPUT, "timeout");
+  bad = config;
+  bad.buffers = UINT32_MAX;
+  REFUSED(pinframe_camera_synthetic(&bad, &cam), PINFRAME_ERROR_INVALID_INPUT, "buffer");
+  bad = config;
+  bad.width = UINT32_MAX;
+  bad.height = UINT32_MAX;
+  REFUSED(pinframe_camera_synthetic(&bad, &cam), PINFRAME_ERROR_INVALID_INPUT, "");
+  bad = config;
+  bad.width = 0;
+  REFUSED(pinframe_camera_synthetic(&bad, &cam), PINFRAME_ERROR_INVALID_INPUT, "");
+  CHECK(cam == NULL);
+
+  /* Tensors: sizes that overflow, zero sizes, alignments. */
+  pinframe_tensor *t = NULL;
+  size_t huge[2] = {SIZE_MAX, 2};
+  REFUSED(pinframe_tensor_create(PINFRAME_DTYPE_F32, huge, 2, PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  size_t zero[1] = {0};
+  REFUSED(pinframe_tensor_create(PINFRAME_DTYPE_U8, zero, 1, PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  REFUSED(pinframe_tensor_image(UINT32_MAX, UINT32_MAX, PINFRAME_FORMAT_RGBA, PINFRAME_DTYPE_F64,
+                                PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  REFUSED(pinframe_tensor_image(0, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8,
+                                PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  CHECK(t == NULL);
+  pinframe_layout l;
+  l.struct_size = sizeof l;
+  REFUSED(pinframe_layout_init(&l, 8, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8, 0),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  REFUSED(pinframe_layout_init(&l, 8, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8, 3),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  REFUSED(pinframe_layout_init(&l, 8, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8,
+                               (SIZE_MAX >> 1) + 1),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  REFUSED(pinframe_layout_init(&l, UINT32_MAX, UINT32_MAX, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8,
+                               1),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  l = layout_of(8, 8, PINFRAME_FORMAT_NV12, PINFRAME_DTYPE_U8);
+  pinframe_layout bl = l;
+  bl.planes[1].offset = SIZE_MAX - 8;
+  REFUSED(pinframe_tensor_with_layout(&bl, PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  bl = l;
+  bl.planes[0].stride = SIZE_MAX;
+  REFUSED(pinframe_tensor_with_layout(&bl, PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "");
+  bl = l;
+  bl.plane_count = UINT32_MAX;
+  REFUSED(pinframe_tensor_with_layout(&bl, PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "plane_count");
+  bl = l;
+  bl.planes[1].buffer = SIZE_MAX; /* a buffer count of SIZE_MAX + 1 would wrap to 0 */
+  REFUSED(pinframe_tensor_with_layout(&bl, PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "an image has at most 3 buffers");
+  bl = l;
+  bl.planes[1].buffer = 3;
+  REFUSED(pinframe_tensor_with_layout(&bl, PINFRAME_MEMORY_HEAP, &t),
+          PINFRAME_ERROR_INVALID_INPUT, "plane 1 is in buffer 3");
+  CHECK(t == NULL);
+  OK(pinframe_tensor_image(8, 8, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_U8, PINFRAME_MEMORY_SHM,
+                           &t));
+  int fd = -1;
+  REFUSED(pinframe_tensor_get_fd(t, SIZE_MAX, &fd), PINFRAME_ERROR_INVALID_INPUT,
+          "does not exist");
+  void *data = NULL;
+  size_t len = 0;
+  OK(pinframe_tensor_map(t, PINFRAME_ACCESS_READ, &data, &len));
+  REFUSED(pinframe_tensor_get_mapped_buffer(t, SIZE_MAX, &data, &len),
+          PINFRAME_ERROR_INVALID_INPUT, "does not exist");
+  OK(pinframe_tensor_unmap(t));
+  pinframe_tensor *imported = NULL;
+  REFUSED(pinframe_tensor_import(INT32_MAX, &l, &imported), PINFRAME_ERROR_INVALID_INPUT, "");
+  REFUSED(pinframe_tensor_import(INT32_MIN, &l, &imported), PINFRAME_ERROR_INVALID_INPUT, "");
+  REFUSED(pinframe_tensor_import_planes(&fd, SIZE_MAX, &l, &imported),
+          PINFRAME_ERROR_INVALID_INPUT, "fds given");
+  REFUSED(pinframe_tensor_map(t, UINT32_MAX, &data, &len), PINFRAME_ERROR_INVALID_INPUT,
+          "unknown access");
+
+  /* Conversion options: huge, NaN, infinite and zero values. */
+  pinframe_processor *proc = NULL;
+  OK(pinframe_processor_create(PINFRAME_BACKEND_CPU, &proc));
+  pinframe_tensor *src = gradient(8, 8), *dst = NULL;
+  OK(pinframe_tensor_image(4, 4, PINFRAME_FORMAT_RGB, PINFRAME_DTYPE_F32, PINFRAME_MEMORY_HEAP,
+                           &dst));
+  pinframe_convert_options o;
+  o.struct_size = sizeof o;
+#define BAD_OPTION(set, needle)                                                        \
+  do {                                                                                 \
+    OK(pinframe_convert_options_init(&o));                                             \
+    set;                                                                               \
+    REFUSED(pinframe_processor_convert(proc, src, dst, &o, NULL),                      \
+            PINFRAME_ERROR_INVALID_INPUT, needle);                                     \
+  } while (0)
+  BAD_OPTION(o.rotation = UINT32_MAX, "");
+  BAD_OPTION(o.rotation = 45, "");
+  BAD_OPTION((o.has_crop = 1, o.crop.x = UINT32_MAX, o.crop.y = UINT32_MAX,
+              o.crop.width = UINT32_MAX, o.crop.height = UINT32_MAX), "");
+  BAD_OPTION((o.has_crop = 1, o.crop.x = 4, o.crop.width = UINT32_MAX - 2, o.crop.height = 2),
+             "");
+  BAD_OPTION((o.has_crop = 1, o.crop.width = 0, o.crop.height = 0), "");
+  BAD_OPTION(o.has_crop = UINT32_MAX, "has_crop");
+  BAD_OPTION(o.std[0] = 0.0f, "");
+  BAD_OPTION(o.std[1] = NAN, "");
+  BAD_OPTION(o.std[2] = INFINITY, "");
+  BAD_OPTION(o.mean[0] = NAN, "");
+  BAD_OPTION(o.mean[1] = -INFINITY, "");
+  BAD_OPTION(o.fit = UINT32_MAX, "unknown fit");
+  BAD_OPTION(o.flip = UINT32_MAX, "unknown flip");
+  BAD_OPTION(o.interpolation = UINT32_MAX, "unknown interpolation");
+  BAD_OPTION(o.matrix = UINT32_MAX, "unknown matrix");
+  BAD_OPTION(o.gamma = UINT32_MAX, "unknown gamma");
+#undef BAD_OPTION
+  OK(pinframe_tensor_free(src));
+  OK(pinframe_tensor_free(dst));
+  OK(pinframe_tensor_free(t));
+  OK(pinframe_processor_free(proc));
+  REFUSED(pinframe_processor_create(UINT32_MAX, &proc), PINFRAME_ERROR_INVALID_INPUT,
+          "unknown backend");
+  CHECK(strcmp(pinframe_status_name(INT32_MIN), "not a pinframe status") == 0);
+  CHECK(pinframe_format_name(UINT32_MAX) == NULL);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) check_only = argv[1];
   RUN(version_and_info);
   RUN(status_names_and_last_error);
   RUN(format_names);
@@ -1068,6 +1495,10 @@ int main(void) {
   RUN(synthetic_camera_and_frames);
   RUN(camera_errors);
   RUN(guard_entry_points);
+  RUN(struct_sizes_are_released_layouts);
+  RUN(overlapping_src_and_dst_are_refused);
+  RUN(a_pinned_frame_is_not_requeued);
+  RUN(bad_numbers_are_refused);
   SUMMARY();
   return 0;
 }

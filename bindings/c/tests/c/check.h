@@ -52,8 +52,12 @@ static int check_passed = 0;
 /* A NULL argument is reported as such, naming the argument. */
 #define NULL_ARG(call, name) FAILS(call, PINFRAME_ERROR_NULL_POINTER, "`" name "`")
 
+/* Set from argv by a program that takes test names: only those run (none set: all). */
+static const char *check_only = NULL;
+
 #define RUN(test)                                                                      \
   do {                                                                                 \
+    if (check_only != NULL && strcmp(check_only, #test) != 0) break;                   \
     test();                                                                            \
     printf("test %s ... ok\n", #test);                                                 \
     fflush(stdout);                                                                    \

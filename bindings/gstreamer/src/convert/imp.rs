@@ -45,6 +45,15 @@ struct Counters {
     mapped_sources: u64,
     /// Frames written into one of our pool's tensors (else into a mapped buffer).
     pool_outputs: u64,
+    /// Frames whose dma-buf source could not be imported (converted from the mapped
+    /// bytes instead, or refused).
+    source_import_failures: u64,
+    /// Frames that failed (each posted an element error).
+    failed_frames: u64,
+    /// Allocations made to probe a placement during negotiation (one page each).
+    probe_allocations: u64,
+    /// Bytes those probes allocated.
+    probe_bytes: u64,
 }
 
 #[derive(Default)]
@@ -57,6 +66,12 @@ pub struct PinframeConvert {
     pool: Mutex<Option<TensorPool>>,
     /// The last sink caps refused, so each refusal is reported once.
     refused: Mutex<Option<gst::Caps>>,
+    /// A failed dma-buf import was logged as a warning (once per start; later ones are
+    /// counted, and logged at debug level).
+    import_failure_logged: std::sync::atomic::AtomicBool,
+    /// Bytes of every tensor allocated for the element's pools and probes (the stats'
+    /// `allocated-bytes`).
+    allocated_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -189,7 +204,7 @@ impl ObjectImpl for PinframeConvert {
                     .build(),
                 glib::ParamSpecBoxed::builder::<gst::Structure>("stats")
                     .nick("Statistics")
-                    .blurb("Counters: frames, imports, cache-hits, uploads, readbacks, cpu-fallbacks, import-failures, live-images, source-imports, dmabuf-sources, mapped-sources, pool-outputs, output-buffers, backend")
+                    .blurb("Counters: frames, imports, cache-hits, uploads, readbacks, cpu-fallbacks, import-failures, live-images, source-imports, dmabuf-sources, mapped-sources, pool-outputs, source-import-failures (dma-buf sources that could not be imported), failed-frames, probe-allocations and probe-bytes (one-page negotiation probes), output-buffers, allocated-bytes (every pool and probe tensor since the element was made), backend; what a failed frame counted is kept")
                     .read_only()
                     .build(),
             ]
@@ -441,6 +456,22 @@ impl PinframeConvert {
         gst::element_imp_warning!(self, gst::CoreError::Negotiation, ["{}", why]);
     }
 
+    /// [`buffers::probe`], counted in the stats.
+    fn probe(&self, placement: &Placement) -> pinframe::Result<()> {
+        let r = buffers::probe(placement);
+        let bytes = match &r {
+            Ok(n) => *n,
+            // A failed probe asked for one page (or nothing, for a refused placement).
+            Err(_) => 0,
+        };
+        if bytes > 0 {
+            let mut c = lock(&self.counters);
+            c.probe_allocations += 1;
+            c.probe_bytes += bytes as u64;
+        }
+        r.map(|_| ())
+    }
+
     fn stats(&self) -> gst::Structure {
         let c = *lock(&self.counters);
         let allocated = lock(&self.pool)
@@ -452,7 +483,16 @@ impl PinframeConvert {
             .field("dmabuf-sources", c.dmabuf_sources)
             .field("mapped-sources", c.mapped_sources)
             .field("pool-outputs", c.pool_outputs)
-            .field("output-buffers", allocated);
+            .field("source-import-failures", c.source_import_failures)
+            .field("failed-frames", c.failed_frames)
+            .field("probe-allocations", c.probe_allocations)
+            .field("probe-bytes", c.probe_bytes)
+            .field("output-buffers", allocated)
+            .field(
+                "allocated-bytes",
+                self.allocated_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
         let mut processor = lock(&self.processor);
         if let Some(p) = processor.as_mut() {
             let s = p.stats();
@@ -496,36 +536,14 @@ impl PinframeConvert {
         let mut planes = [Plane::default(); 3];
         let mut memories: Vec<usize> = Vec::with_capacity(3);
         let mut fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(3);
-        let probe = ImageLayout::with_planes(
-            input.width,
-            input.height,
-            format,
-            DType::U8,
-            &(0..format.plane_count())
-                .map(|i| Plane::new(0, strides[i]))
-                .collect::<Vec<_>>(),
-        );
-        for i in 0..format.plane_count() {
-            let (range, skip) = inbuf
-                .find_memory(offsets[i]..offsets[i] + 1)
-                .ok_or_else(|| {
-                    format!("plane {i} at offset {} lies outside the buffer", offsets[i])
-                })?;
-            let idx = range.start;
+        // Every plane lies inside its own memory (its first byte to the end of its last
+        // row), not running on into whatever follows it.
+        let spans = plane_spans(inbuf, input, &offsets, &strides, Extent::LastRowEnd)?;
+        for (i, &(idx, skip)) in spans.iter().enumerate().take(format.plane_count()) {
             let mem = inbuf.peek_memory(idx);
             let dmabuf = mem
                 .downcast_memory_ref::<gst_allocators::DmaBufMemory>()
                 .ok_or_else(|| "a dma-buf memory without its fd".to_string())?;
-            // The plane must lie inside this memory, not run on into whatever follows it.
-            if let Ok(l) = &probe {
-                let end = skip + l.plane_end(i);
-                if end > mem.size() {
-                    return Err(format!(
-                        "plane {i} needs {end} bytes of a memory of {} bytes",
-                        mem.size()
-                    ));
-                }
-            }
             let buffer = match memories.iter().position(|&m| m == idx) {
                 Some(b) => b,
                 None => {
@@ -561,7 +579,8 @@ impl PinframeConvert {
         Ok(Some(tensor))
     }
 
-    /// One frame: `inbuf` converted into `outbuf`.
+    /// One frame: `inbuf` converted into `outbuf`. What it counted is kept whether it
+    /// succeeded or not (a failed frame counts as one, too).
     fn convert_frame(
         &self,
         processor: &mut ImageProcessor,
@@ -571,21 +590,49 @@ impl PinframeConvert {
         outbuf: &mut gst::BufferRef,
         options: &ConvertOptions,
     ) -> Result<ConvertInfo, Failure> {
+        let mut delta = Counters::default();
+        let result =
+            self.convert_counted(processor, input, output, inbuf, outbuf, options, &mut delta);
+        delta.failed_frames += result.is_err() as u64;
+        lock(&self.counters).add(&delta);
+        result
+    }
+
+    /// [`convert_frame`](Self::convert_frame)'s work, counting into `counters`.
+    #[allow(clippy::too_many_arguments)]
+    fn convert_counted(
+        &self,
+        processor: &mut ImageProcessor,
+        input: &InputSpec,
+        output: &OutputSpec,
+        inbuf: &gst::BufferRef,
+        outbuf: &mut gst::BufferRef,
+        options: &ConvertOptions,
+        counters: &mut Counters,
+    ) -> Result<ConvertInfo, Failure> {
         let slot = (outbuf.n_memory() == 1)
             .then(|| buffers::OUTPUT.get(outbuf.peek_memory(0)))
             .flatten();
         let source = match self.dmabuf_source(inbuf, input) {
             Ok(s) => s,
             Err(e) => {
-                gst::warning!(
-                    CAT,
-                    imp = self,
-                    "dma-buf source not imported ({e}); mapping it instead"
-                );
+                counters.source_import_failures += 1;
+                if !self
+                    .import_failure_logged
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    gst::warning!(
+                        CAT,
+                        imp = self,
+                        "dma-buf source not imported ({e}); mapping it instead (logged once; \
+                         the stats' source-import-failures counts them)"
+                    );
+                } else {
+                    gst::debug!(CAT, imp = self, "dma-buf source not imported: {e}");
+                }
                 None
             }
         };
-        let mut counters = *lock(&self.counters);
         let info = if let Some(src) = source {
             counters.dmabuf_sources += 1;
             match &slot {
@@ -618,6 +665,14 @@ impl PinframeConvert {
             // Raw video is mapped plane by plane (GStreamer's video frame); a Bayer frame,
             // which GStreamer's video library does not describe, as the buffer's bytes at
             // the offsets and strides of its GstVideoMeta or its caps.
+            if input.info.is_some() && inbuf.meta::<gst_video::VideoMeta>().is_some() {
+                // With a GstVideoMeta, GStreamer's video frame maps each plane's own memory
+                // and hands out `stride * rows` bytes from the plane's first byte without
+                // checking that memory's size: check it here. (Without a meta it maps the
+                // whole buffer and checks it against the caps' size itself.)
+                let (offsets, strides) = plane_geometry(inbuf, input)?;
+                plane_spans(inbuf, input, &offsets, &strides, Extent::WholeRows)?;
+            }
             let frame = input
                 .info
                 .as_ref()
@@ -689,9 +744,95 @@ impl PinframeConvert {
                 None => into_buffer(processor, &bufs[..count], &layout, outbuf, output, options)?,
             }
         };
-        *lock(&self.counters) = counters;
         Ok(info)
     }
+}
+
+impl Counters {
+    fn add(&mut self, d: &Counters) {
+        self.source_imports += d.source_imports;
+        self.dmabuf_sources += d.dmabuf_sources;
+        self.mapped_sources += d.mapped_sources;
+        self.pool_outputs += d.pool_outputs;
+        self.source_import_failures += d.source_import_failures;
+        self.failed_frames += d.failed_frames;
+        self.probe_allocations += d.probe_allocations;
+        self.probe_bytes += d.probe_bytes;
+    }
+}
+
+/// How far a plane reaches from its first byte.
+#[derive(Clone, Copy)]
+enum Extent {
+    /// To the end of its last row's pixels (what pinframe reads).
+    LastRowEnd,
+    /// `stride * rows` (what GStreamer's video frame hands out as the plane's bytes).
+    WholeRows,
+}
+
+/// For each plane: the index of the memory holding its first byte and the offset in
+/// that memory, after checking that the plane (up to `extent`) lies inside that one
+/// memory (with a `GstVideoMeta` or a dma-buf, where each memory is mapped or imported
+/// on its own), or inside the buffer (without a meta, mapped as one).
+fn plane_spans(
+    inbuf: &gst::BufferRef,
+    input: &InputSpec,
+    offsets: &[usize; 3],
+    strides: &[usize; 3],
+    extent: Extent,
+) -> Result<[(usize, usize); 3], String> {
+    let format = input.format;
+    let n = format.plane_count();
+    // Each plane in a buffer of its own at offset 0: pinframe's own arithmetic (and its
+    // checks of the strides) for the plane's reach, without the overlap check failing.
+    let probe = ImageLayout::with_planes(
+        input.width,
+        input.height,
+        format,
+        DType::U8,
+        &(0..n)
+            .map(|i| Plane {
+                buffer: i,
+                offset: 0,
+                stride: strides[i],
+            })
+            .collect::<Vec<_>>(),
+    )
+    .map_err(|e| format!("the input's plane strides {:?}: {e}", &strides[..n]))?;
+    let per_memory = inbuf.meta::<gst_video::VideoMeta>().is_some()
+        || (0..inbuf.n_memory()).any(|i| {
+            inbuf
+                .peek_memory(i)
+                .is_memory_type::<gst_allocators::DmaBufMemory>()
+        });
+    let mut spans = [(0usize, 0usize); 3];
+    for i in 0..n {
+        let reach = match extent {
+            Extent::LastRowEnd => probe.plane_end(i),
+            Extent::WholeRows => strides[i]
+                .checked_mul(probe.plane_height(i) as usize)
+                .ok_or_else(|| format!("plane {i}: stride {} overflows", strides[i]))?,
+        };
+        let (range, skip) = inbuf
+            .find_memory(offsets[i]..offsets[i].saturating_add(1))
+            .ok_or_else(|| format!("plane {i} at offset {} lies outside the buffer", offsets[i]))?;
+        let (start, room) = if per_memory {
+            (skip, inbuf.peek_memory(range.start).size())
+        } else {
+            (offsets[i], inbuf.size())
+        };
+        let end = start
+            .checked_add(reach)
+            .ok_or_else(|| format!("plane {i} at offset {start} overflows"))?;
+        if end > room {
+            return Err(format!(
+                "plane {i} needs {end} bytes of {} of {room} bytes",
+                if per_memory { "its memory" } else { "a buffer" }
+            ));
+        }
+        spans[i] = (range.start, skip);
+    }
+    Ok(spans)
 }
 
 /// Plane offsets (from the buffer's start) and strides: the `GstVideoMeta`'s, else the caps'.
@@ -794,6 +935,8 @@ impl BaseTransformImpl for PinframeConvert {
         gst::info!(CAT, imp = self, "converting on {}", processor.backend());
         *lock(&self.processor) = Some(processor);
         *lock(&self.counters) = Counters::default();
+        self.import_failure_logged
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -981,12 +1124,21 @@ impl BaseTransformImpl for PinframeConvert {
         let placement = Placement {
             memory,
             require_dma: true,
+            allocated: self.allocated_bytes.clone(),
         };
-        if let Err(e) = buffers::allocate(&layout, &placement) {
+        if let Err(e) = self.probe(&placement) {
             gst::debug!(CAT, imp = self, "proposing no pool upstream: {e}");
             return Ok(());
         }
         let size = input.size;
+        let Ok(size_u32) = u32::try_from(size) else {
+            gst::debug!(
+                CAT,
+                imp = self,
+                "proposing no pool upstream: frames of {size} bytes"
+            );
+            return Ok(());
+        };
         // A GstVideoMeta needs a GStreamer video format, which Bayer caps do not have: their
         // buffers are at the caps' default stride, which needs no meta.
         let video_meta = input.info.is_some();
@@ -998,13 +1150,13 @@ impl BaseTransformImpl for PinframeConvert {
             source: true,
         });
         let mut config = pool.config();
-        config.set_params(Some(&caps), size as u32, PROPOSED_POOL_MIN, 0);
+        config.set_params(Some(&caps), size_u32, PROPOSED_POOL_MIN, 0);
         if video_meta {
             config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
         }
         pool.set_config(config)
             .map_err(|e| gst::loggable_error!(CAT, "configuring the proposed pool: {e}"))?;
-        query.add_allocation_pool(Some(&pool), size as u32, PROPOSED_POOL_MIN, 0);
+        query.add_allocation_pool(Some(&pool), size_u32, PROPOSED_POOL_MIN, 0);
         gst::info!(
             CAT,
             imp = self,
@@ -1040,10 +1192,12 @@ impl BaseTransformImpl for PinframeConvert {
         let placement = Placement {
             memory: settings_memory,
             require_dma: dmabuf,
+            allocated: self.allocated_bytes.clone(),
         };
-        // One allocation up front, so a platform that cannot give these buffers fails here
-        // with the library's reasons, not later as "failed to activate bufferpool".
-        if let Err(e) = buffers::allocate(&output.layout, &placement) {
+        // A probe up front (one page, not a frame), so a platform that cannot give these
+        // buffers fails here with the library's reasons, not later as "failed to activate
+        // bufferpool".
+        if let Err(e) = self.probe(&placement) {
             gst::element_imp_error!(
                 self,
                 gst::ResourceError::NoSpaceLeft,
