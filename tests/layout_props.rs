@@ -55,7 +55,7 @@ proptest! {
         f in any_format(), d in any_dtype(),
         offsets in prop::collection::vec(prop_oneof![0usize..100_000, Just(usize::MAX - 7), any::<usize>()], 3),
         strides in prop::collection::vec(prop_oneof![0usize..50_000, Just(usize::MAX / 2), any::<usize>()], 3),
-        bufs in prop::collection::vec(0usize..3, 3),
+        bufs in prop::collection::vec(prop_oneof![0usize..3, Just(usize::MAX), any::<usize>()], 3),
     ) {
         let planes: Vec<Plane> = (0..f.plane_count())
             .map(|i| Plane { buffer: bufs[i], offset: offsets[i], stride: strides[i] })
@@ -64,6 +64,8 @@ proptest! {
             Err(e) => prop_assert!(matches!(e, Error::InvalidLayout(_)), "{e}"),
             Ok(l) => {
                 prop_assert!(w > 0 && h > 0);
+                prop_assert!(l.buffer_count() <= planes.len());
+                prop_assert!(planes.iter().all(|p| p.buffer < l.buffer_count()));
                 prop_assert!(!f.is_source_only() || d == DType::U8);
                 let (mw, mh) = f.size_multiple();
                 prop_assert!(w % mw == 0 && h % mh == 0, "{w}x{h} {f} is not whole tiles");

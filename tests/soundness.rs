@@ -6,7 +6,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use pinframe::{Backend, Error, ImageLayout, ImageProcessor, Memory, PixelFormat, Tensor};
+use pinframe::{
+    Backend, DType, Error, ImageLayout, ImageProcessor, Memory, PixelFormat, Plane, Tensor,
+};
 
 fn processor() -> ImageProcessor {
     ImageProcessor::with_backend(Backend::Cpu).unwrap()
@@ -157,12 +159,52 @@ fn a_source_and_destination_over_one_buffer_are_refused() {
     let mut proc = processor();
     let e = proc.convert(&src, &mut dst).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-    assert!(e.to_string().contains("are one buffer"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("src and dst overlap: bytes 0..512 of src's buffer 0 and bytes 0..512"),
+        "{e}"
+    );
     assert!(
         dst.map().unwrap().iter().all(|&b| b == 7),
         "nothing written"
     );
     assert_eq!(proc.stats().frames, 0);
+
+    // 32x8 images at rows 0, 4 and 8 of the memfd.
+    let at_row = |row: usize| {
+        let plane = Plane {
+            buffer: 0,
+            offset: 32 * row,
+            stride: 32,
+        };
+        ImageLayout::with_planes(32, 8, PixelFormat::Grey, DType::U8, &[plane]).unwrap()
+    };
+    // SAFETY: every tensor over the memfd is this test's; the conversion below is refused.
+    let top = unsafe { Tensor::<u8>::import(fd, at_row(0)) }.unwrap();
+    // SAFETY: as above.
+    let mut middle = unsafe { Tensor::<u8>::import(fd, at_row(4)) }.unwrap();
+    let e = proc.convert(&top, &mut middle).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("bytes 0..256 of src's buffer 0 and bytes 128..384 of dst's buffer 0"),
+        "{e}"
+    );
+    assert_eq!(proc.stats().frames, 0);
+    // The bottom half: no byte in common with the top half, so it converts.
+    // SAFETY: every tensor over the memfd is this test's; the conversion reads only the
+    // top half and writes only the bottom half.
+    let mut bottom = unsafe { Tensor::<u8>::import(fd, at_row(8)) }.unwrap();
+    dst.map_mut().unwrap()[..256].fill(9);
+    proc.convert(&top, &mut bottom).unwrap();
+    let all = owner.map().unwrap();
+    assert!(all[..256].iter().all(|&b| b == 9), "the source half");
+    assert!(
+        all[256..].iter().all(|&b| b == 9),
+        "its copy in the other half"
+    );
+    drop(all);
+    drop((top, middle, bottom));
+    dst.map_mut().unwrap().fill(7);
 
     // Two separate buffers with the same contents convert.
     let other = grey_source(7);

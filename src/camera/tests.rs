@@ -238,6 +238,13 @@ fn no_frame_in_time_is_a_timeout_and_waiting_again_works() {
 }
 
 #[test]
+fn a_timeout_too_long_for_a_deadline_waits_without_one() {
+    let (mut cam, _fake) = camera(false);
+    drop(cam.next_frame_timeout(Duration::MAX).unwrap());
+    balanced(&cam, "after a wait without a deadline");
+}
+
+#[test]
 fn holding_every_buffer_is_an_error_at_once() {
     let (mut cam, fake) = camera(false);
     let held: Vec<Frame> = (0..BUFFERS).map(|_| cam.next_frame().unwrap()).collect();

@@ -160,6 +160,21 @@ impl ImageLayout {
                 planes.len()
             )));
         }
+        // Every buffer holds a plane, so an index at or past the plane count names a buffer
+        // no plane could fill (and `usize::MAX + 1` below must not wrap).
+        if let Some((i, p)) = planes
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.buffer >= planes.len())
+        {
+            return Err(Error::InvalidLayout(format!(
+                "plane {i} is in buffer {}, but {format} has {} plane(s), so buffer indices \
+                 run from 0 to {}",
+                p.buffer,
+                planes.len(),
+                planes.len() - 1
+            )));
+        }
         let buffers = planes.iter().map(|p| p.buffer).max().unwrap_or(0) + 1;
         for b in 0..buffers {
             if !planes.iter().any(|p| p.buffer == b) {
@@ -534,6 +549,27 @@ mod tests {
             },
         ];
         assert!(ImageLayout::with_planes(4, 4, PixelFormat::Nv12, DType::U8, &gap).is_err());
+    }
+
+    #[test]
+    fn a_buffer_index_past_the_planes_is_refused() {
+        for buffer in [2, 3, usize::MAX] {
+            let planes = [
+                Plane::new(0, 64),
+                Plane {
+                    buffer,
+                    offset: 0,
+                    stride: 64,
+                },
+            ];
+            let e =
+                ImageLayout::with_planes(64, 4, PixelFormat::Nv12, DType::U8, &planes).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains(&format!("plane 1 is in buffer {buffer}")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -375,11 +375,18 @@ impl ImageProcessor {
         let dst_layout = *layout;
         let dst_layout = &dst_layout;
         let plan = Plan::new(src_layout, dst_layout, options)?;
-        if let Some((s, d)) = src.shared_buffer_with(dst) {
+        if let Some(o) = src.overlap_with(dst) {
             return Err(Error::InvalidArgument(format!(
-                "the source's buffer {s} and the destination's buffer {d} are one buffer \
-                 (the same memory or the same dma-buf/memfd): a conversion cannot read the \
-                 memory it writes; convert into another tensor"
+                "src and dst overlap: bytes {}..{} of src's buffer {} and bytes {}..{} of \
+                 dst's buffer {} are the same memory (one dma-buf or memfd, or one \
+                 allocation): a conversion cannot read the memory it writes; convert into \
+                 memory of its own",
+                o.bytes.start,
+                o.bytes.end,
+                o.buffer,
+                o.other_bytes.start,
+                o.other_bytes.end,
+                o.other_buffer
             )));
         }
         #[cfg(feature = "gl")]

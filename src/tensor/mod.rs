@@ -610,17 +610,45 @@ impl<T: Element> Tensor<T> {
         })
     }
 
-    /// The first pair of buffers (`self`'s index, `other`'s index) that are one buffer:
-    /// the same allocation, or the same dma-buf or memfd imported twice. A conversion
-    /// refuses such a source and destination (it would read what it already wrote).
-    pub(crate) fn shared_buffer_with<U: Element>(
-        &self,
-        other: &Tensor<U>,
-    ) -> Option<(usize, usize)> {
-        for (i, a) in self.buffers.iter().enumerate() {
-            for (j, b) in other.buffers.iter().enumerate() {
-                if Arc::ptr_eq(a, b) || a.identity() == b.identity() {
-                    return Some((i, j));
+    /// The first bytes `self` and `other` both address, when they do: two tensors over one
+    /// dma-buf or memfd (imported twice) whose planes intersect, each plane counted from
+    /// its first byte to the end of its last row. Two tensors over one mapping (the same
+    /// storage) overlap whatever their planes: a shared and a mutable slice of one mapping
+    /// may not coexist. A conversion refuses such a source and destination (it would read
+    /// what it is writing); disjoint regions of one file convert.
+    pub(crate) fn overlap_with<U: Element>(&self, other: &Tensor<U>) -> Option<Overlap> {
+        let extents = |buffers: &[Arc<BufferStorage>], layout: Option<&ImageLayout>| {
+            let mut out = [(0usize, 0usize, 0usize); MAX_BUFFERS + 1];
+            let mut n = 0;
+            match layout {
+                Some(l) => {
+                    for (i, p) in l.planes().iter().enumerate() {
+                        out[n] = (p.buffer, p.offset, l.plane_end(i));
+                        n += 1;
+                    }
+                }
+                None => {
+                    for (i, b) in buffers.iter().enumerate() {
+                        out[n] = (i, 0, b.len());
+                        n += 1;
+                    }
+                }
+            }
+            (out, n)
+        };
+        let (mine, m) = extents(&self.buffers, self.layout());
+        let (theirs, t) = extents(&other.buffers, other.layout());
+        for &(i, start, end) in &mine[..m] {
+            for &(j, other_start, other_end) in &theirs[..t] {
+                let (a, b) = (&self.buffers[i], &other.buffers[j]);
+                let same_file = a.identity() == b.identity();
+                if Arc::ptr_eq(a, b) || (same_file && start < other_end && other_start < end) {
+                    return Some(Overlap {
+                        buffer: i,
+                        bytes: start..end,
+                        other_buffer: j,
+                        other_bytes: other_start..other_end,
+                    });
                 }
             }
         }
@@ -819,6 +847,17 @@ pub struct MapGuardMut<'a, T: Element> {
     view: MappedView,
     /// Declared after `view`: released after the CPU access ends (`Drop` below).
     _write: WriteHold,
+}
+
+/// Bytes two tensors both address (see [`Tensor::overlap_with`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Overlap {
+    /// The first tensor's buffer index and its bytes there.
+    pub(crate) buffer: usize,
+    pub(crate) bytes: std::ops::Range<usize>,
+    /// The second tensor's buffer index and its bytes there.
+    pub(crate) other_buffer: usize,
+    pub(crate) other_bytes: std::ops::Range<usize>,
 }
 
 /// The write side of a tensor's access lock, on each of its buffers; released on drop.

@@ -465,19 +465,8 @@ pub unsafe extern "C" fn pinframe_processor_convert(
             Failure::invalid("the source tensor has no image layout (pinframe_tensor_set_layout)")
         })?;
         let options = opts.to_options(layout.colorimetry(), layout.height())?;
-        // Two tensors over one dma-buf or memfd (imports of one fd, or of a frame's fd):
-        // a conversion would read bytes it is writing.
-        let (src_extents, dst_extents) = (src_state.extents()?, dst_state.extents()?);
-        for s in &src_extents {
-            if let Some(d) = dst_extents.iter().find(|d| s.overlaps(d)) {
-                return Err(Failure::invalid(format!(
-                    "src and dst overlap: bytes {}..{} of src's buffer {} and bytes {}..{} of \
-                     dst's buffer {} are the same memory (one dma-buf or memfd); convert into \
-                     memory of its own",
-                    s.start, s.end, s.buffer, d.start, d.end, d.buffer
-                )));
-            }
-        }
+        // Two tensors over one dma-buf or memfd whose bytes intersect (imports of one fd,
+        // or of a frame's fd) are refused by the conversion itself, naming the overlap.
         let Slot::Owned(dst_any) = dst_state.slot_mut()? else {
             return Err(Failure::invalid("a frame's tensor cannot be a destination"));
         };

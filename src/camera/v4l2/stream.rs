@@ -287,10 +287,11 @@ pub(crate) fn capture(
     let queue = shared
         .queue()
         .ok_or_else(|| Error::Device(format!("camera {dev} has no device queue")))?;
-    let deadline = Instant::now() + timeout;
+    // A timeout past what an Instant can hold (Duration::MAX) waits without a deadline.
+    let deadline = Instant::now().checked_add(timeout);
     loop {
         shared.prepare(dev)?;
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
         let revents = queue
             .wait(remaining)
             .map_err(|e| Error::io(format!("poll on camera {dev}"), e))?;
