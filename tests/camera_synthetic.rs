@@ -96,14 +96,31 @@ fn the_pattern_moves_between_frames() {
 fn fps_paces_the_synthetic_camera() {
     let mut cam =
         Camera::synthetic(CameraConfig::new(64, 32, PixelFormat::Yuyv).with_fps(50)).unwrap();
-    let start = std::time::Instant::now();
+    // Frame n is due n * 20 ms after the start, and is stamped when drawn: never early.
+    let mut stamps = Vec::new();
     for _ in 0..6 {
-        drop(cam.next_frame().unwrap());
+        stamps.push(cam.next_frame().unwrap().timestamp());
     }
-    // Frames 0..=5 are due at 0, 20, ..., 100 ms.
-    let took = start.elapsed();
-    assert!(took >= Duration::from_millis(95), "{took:?}");
+    for (n, t) in stamps.iter().enumerate() {
+        assert!(
+            *t >= Duration::from_millis(20 * n as u64),
+            "frame {n} at {t:?}"
+        );
+    }
     assert_eq!(cam.format().fps(), Some(50.0));
+    // A wait shorter than the time to the next due frame is a timeout, like a device's
+    // (at 1 fps the second frame is due a second after the first), and held frames are
+    // untouched by it.
+    let mut slow =
+        Camera::synthetic(CameraConfig::new(64, 32, PixelFormat::Yuyv).with_fps(1)).unwrap();
+    let first = slow.next_frame().unwrap();
+    let e = slow
+        .next_frame_timeout(Duration::from_millis(10))
+        .unwrap_err();
+    assert_eq!(e.kind(), pinframe::ErrorKind::Timeout, "{e}");
+    assert_eq!(slow.held_buffers(), 1);
+    drop(first);
+    assert_eq!(slow.stats().frames, 1);
 }
 
 #[test]

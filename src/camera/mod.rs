@@ -487,6 +487,12 @@ impl Camera {
         self.next_frame_timeout(self.timeout)
     }
 
+    /// How long [`next_frame`](Camera::next_frame) waits for a frame (the configured
+    /// timeout).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// [`next_frame`](Camera::next_frame) with an explicit timeout.
     pub fn next_frame_timeout(&mut self, timeout: Duration) -> Result<Frame> {
         let captured = match &mut self.inner {
@@ -495,7 +501,7 @@ impl Camera {
             }
             Inner::Synthetic(p) => {
                 self.shared.prepare(&self.dev)?;
-                p.render(&self.shared)?
+                p.render(&self.shared, timeout)?
             }
         };
         let tensor = self.shared.lock().slots[captured.index].tensor.clone();

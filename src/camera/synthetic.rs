@@ -203,21 +203,34 @@ impl Pattern {
         ))
     }
 
-    /// Draws the next frame into a free buffer and marks it held.
-    pub(crate) fn render(&mut self, shared: &Shared) -> Result<Captured> {
+    /// Draws the next frame into a free buffer and marks it held, waiting (up to
+    /// `timeout`, like a device) until a paced frame is due. Every buffer held is an
+    /// error at once, before any wait.
+    pub(crate) fn render(&mut self, shared: &Shared, timeout: Duration) -> Result<Captured> {
+        let free = |state: &super::pool::State| {
+            let n = state.slots.len();
+            (0..n)
+                .map(|i| (self.next_slot + i) % n)
+                .find(|&i| state.slots[i].state == SlotState::Queued)
+                .ok_or(Error::AllBuffersHeld { buffers: n })
+        };
+        free(&shared.lock())?;
         if let Some(fps) = self.fps {
             let due = self.start + Duration::from_secs_f64(self.sequence as f64 / fps as f64);
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
+            let wait = due.saturating_duration_since(Instant::now());
+            if wait > timeout {
+                std::thread::sleep(timeout);
+                return Err(Error::Timeout(format!(
+                    "no frame from the synthetic camera within {timeout:?} (it runs at \
+                     {fps} fps)"
+                )));
             }
+            std::thread::sleep(wait);
         }
         let mut state = shared.lock();
         let n = state.slots.len();
-        let index = (0..n)
-            .map(|i| (self.next_slot + i) % n)
-            .find(|&i| state.slots[i].state == SlotState::Queued)
-            .ok_or(Error::AllBuffersHeld { buffers: n })?;
+        // Only this camera marks buffers held, so the one found free above still is.
+        let index = free(&state)?;
         let t = self.sequence;
         self.fill_rows(t);
         let slot = &mut state.slots[index];

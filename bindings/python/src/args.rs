@@ -61,3 +61,81 @@ pub(crate) fn access(name: &str) -> PyResult<Access> {
         ))),
     }
 }
+
+/// A timeout in seconds (`int` or `float`) as a `Duration`: positive and finite, at most
+/// `MAX_TIMEOUT_S` (a day; longer waits are a mistake, and `Duration`/`Instant`
+/// arithmetic must not overflow); anything else is an `InvalidInput` naming `what`.
+pub(crate) fn seconds(value: f64, what: &str) -> PyResult<std::time::Duration> {
+    if !(value.is_finite() && value > 0.0 && value <= MAX_TIMEOUT_S) {
+        return Err(invalid(format!(
+            "{what} {value} must be a positive number of seconds, at most {MAX_TIMEOUT_S}"
+        )));
+    }
+    Ok(std::time::Duration::from_secs_f64(value))
+}
+
+/// The longest timeout a Python caller may ask for, in seconds (one day).
+pub(crate) const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// A Python integer in `min..=max`; a negative, huge or non-integer value is an
+/// `InvalidInput` naming `what` (not an `OverflowError` from the conversion).
+pub(crate) fn int_in<T: TryFrom<i64>>(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+    min: i64,
+    max: i64,
+) -> PyResult<T> {
+    let bad = || invalid(format!("{what} must be an integer from {min} to {max}"));
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(bad());
+    }
+    let v: i64 = obj.extract().map_err(|_| bad())?;
+    if v < min || v > max {
+        return Err(invalid(format!(
+            "{what} {v} is out of range: it must be from {min} to {max}"
+        )));
+    }
+    T::try_from(v).map_err(|_| bad())
+}
+
+/// An integer argument (a size, count, offset, index or byte value): a negative, huge or
+/// non-integer value is an `InvalidInput` saying the range, where PyO3's own conversion
+/// would raise `OverflowError` or `TypeError`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Int<T>(pub T);
+
+macro_rules! int_argument {
+    ($($t:ty),*) => {$(
+        impl<'a, 'py> FromPyObject<'a, 'py> for Int<$t> {
+            type Error = PyErr;
+
+            fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+                let range = || format!("an integer from {} to {}", <$t>::MIN, <$t>::MAX);
+                if obj.is_instance_of::<pyo3::types::PyBool>()
+                    || !obj.is_instance_of::<pyo3::types::PyInt>()
+                {
+                    return Err(invalid(format!(
+                        "{} is not an integer: expected {}",
+                        obj.repr()?,
+                        range()
+                    )));
+                }
+                match obj.extract::<i128>().ok().and_then(|v| <$t>::try_from(v).ok()) {
+                    Some(v) => Ok(Int(v)),
+                    None => Err(invalid(format!(
+                        "{} is out of range: expected {}",
+                        obj.repr()?,
+                        range()
+                    ))),
+                }
+            }
+        }
+    )*};
+}
+
+int_argument!(u8, u32, usize);
+
+/// The values of integer arguments.
+pub(crate) fn ints<T: Copy>(v: &[Int<T>]) -> Vec<T> {
+    v.iter().map(|i| i.0).collect()
+}

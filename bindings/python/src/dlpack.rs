@@ -75,8 +75,9 @@ const FLAG_READ_ONLY: u64 = 1;
 const NAME: &CStr = c"dltensor";
 const NAME_VERSIONED: &CStr = c"dltensor_versioned";
 
-/// What a capsule owns: the managed struct (first, so its address is the context's), the
-/// arrays it points into, and the pin that keeps the memory mapped.
+/// What a capsule owns: the managed struct (first, so its address is the context's: hence
+/// `repr(C)`), the arrays it points into, and the pin that keeps the memory mapped.
+#[repr(C)]
 struct Context<M> {
     managed: M,
     _shape: Vec<i64>,
@@ -127,11 +128,8 @@ unsafe extern "C" fn delete_legacy(m: *mut DLManagedTensor) {
     }
     // SAFETY: `m` is the first field of a `Box<Context<DLManagedTensor>>` leaked by
     // `capsule` (its manager_ctx); the consumer or the capsule calls the deleter once.
-    unsafe {
-        drop(Box::from_raw(
-            (*m).manager_ctx.cast::<Context<DLManagedTensor>>(),
-        ))
-    };
+    let ctx = unsafe { Box::from_raw((*m).manager_ctx.cast::<Context<DLManagedTensor>>()) };
+    drop_without_unwinding(ctx);
 }
 
 unsafe extern "C" fn delete_versioned(m: *mut DLManagedTensorVersioned) {
@@ -139,11 +137,16 @@ unsafe extern "C" fn delete_versioned(m: *mut DLManagedTensorVersioned) {
         return;
     }
     // SAFETY: as in `delete_legacy`, for the versioned context.
-    unsafe {
-        drop(Box::from_raw(
-            (*m).manager_ctx.cast::<Context<DLManagedTensorVersioned>>(),
-        ))
-    };
+    let ctx =
+        unsafe { Box::from_raw((*m).manager_ctx.cast::<Context<DLManagedTensorVersioned>>()) };
+    drop_without_unwinding(ctx);
+}
+
+/// Drops a context (its pin may unmap memory and log) in a deleter called from C: a panic
+/// must not unwind into the consumer, so it is caught and the process carries on (the
+/// memory of a context that panicked while dropping is leaked, not freed twice).
+fn drop_without_unwinding<T>(ctx: Box<T>) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(ctx)));
 }
 
 /// Destructor of an unconsumed legacy capsule (a consumer renames what it takes).

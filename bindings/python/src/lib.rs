@@ -10,6 +10,7 @@ mod dlpack;
 mod dyn_tensor;
 mod errors;
 mod litert;
+mod locks;
 mod processor;
 mod tensor;
 mod views;

@@ -20,8 +20,29 @@ use crate::tensor::{Held, PyTensor};
 /// Environment(library=None)
 ///
 /// `library` is the path of `libLiteRt.so`; None looks where the Rust binding does
-/// (`$PINFRAME_LITERT_LIB`, the dynamic linker's path, an installed `ai-edge-litert`
-/// wheel). Raises RuntimeUnavailable, listing every place looked in, when there is none.
+/// (`$PINFRAME_LITERT_LIB`, the dynamic linker's path, then the `ai-edge-litert` wheel
+/// this interpreter would import, also from an un-activated virtual environment). A
+/// failed search is remembered for the process until `$PINFRAME_LITERT_LIB` changes. Raises RuntimeUnavailable, listing every place looked in, when there is none.
+/// The `ai_edge_litert` package directory this interpreter would import, if any.
+fn wheel_dir(py: Python<'_>) -> PyResult<Option<std::path::PathBuf>> {
+    let spec = py
+        .import("importlib.util")?
+        .call_method1("find_spec", ("ai_edge_litert",))?;
+    if spec.is_none() {
+        return Ok(None);
+    }
+    let locations = spec.getattr("submodule_search_locations")?;
+    if locations.is_none() {
+        return Ok(None);
+    }
+    locations
+        .try_iter()?
+        .next()
+        .transpose()?
+        .map(|d| d.extract::<std::path::PathBuf>())
+        .transpose()
+}
+
 #[pyclass(name = "Environment", module = "pinframe.litert", frozen)]
 pub(crate) struct PyEnvironment {
     inner: Environment,
@@ -32,10 +53,17 @@ impl PyEnvironment {
     #[new]
     #[pyo3(signature = (library = None))]
     fn new(py: Python<'_>, library: Option<std::path::PathBuf>) -> PyResult<Self> {
+        // The wheel is looked for by this interpreter (an un-activated venv's packages are
+        // not the `python3` on PATH's), in-process: `find_spec` of a top-level package
+        // locates it without importing it.
+        let wheel_dir = match library {
+            Some(_) => None,
+            None => wheel_dir(py)?,
+        };
         let inner = py
             .detach(|| match library {
                 Some(path) => Environment::with_library(path),
-                None => Environment::new(),
+                None => Environment::with_wheel_dir(wheel_dir.as_deref()),
             })
             .or_raise()?;
         Ok(PyEnvironment { inner })
@@ -157,7 +185,13 @@ fn binding_name(b: Binding) -> &'static str {
 }
 
 impl PyCompiledModel {
-    fn lock(&self) -> std::sync::MutexGuard<'_, CompiledModel> {
+    /// The model, locked; waits for another thread's `run()` with the GIL released.
+    fn lock(&self, py: Python<'_>) -> std::sync::MutexGuard<'_, CompiledModel> {
+        crate::locks::lock_without_gil(py, &self.inner)
+    }
+
+    /// The model, locked, from a thread without the GIL.
+    fn lock_detached(&self) -> std::sync::MutexGuard<'_, CompiledModel> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -201,7 +235,7 @@ impl PyCompiledModel {
         let t = tensor.get();
         py.detach(|| {
             let st = t.read();
-            let mut m = self.lock();
+            let mut m = self.lock_detached();
             match &st.held {
                 Held::Tensor(any) => with_tensor!(any, t => m.bind_input(index, t)),
                 Held::Frame(f) => m.bind_input(index, f.tensor()),
@@ -216,13 +250,13 @@ impl PyCompiledModel {
 
     /// allocate_input(index): gives input `index` a buffer of LiteRT's own, filled by
     /// `copy_input` (the usual copy-in, to compare with a bound tensor).
-    fn allocate_input(&self, index: usize) -> PyResult<()> {
-        self.lock().allocate_input(index).or_raise()
+    fn allocate_input(&self, py: Python<'_>, index: usize) -> PyResult<()> {
+        self.lock(py).allocate_input(index).or_raise()
     }
 
     /// copy_input(index, array): copies `array` (its bytes, C order) into the runtime's
     /// own buffer of input `index` (after `allocate_input`).
-    fn copy_input(&self, index: usize, array: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn copy_input(&self, py: Python<'_>, index: usize, array: &Bound<'_, PyAny>) -> PyResult<()> {
         let array = array::ascontiguousarray(&array::asarray(array)?)?;
         let a = array::array_ref(&array)?
             .ok_or_else(|| invalid("numpy returned an array without __array_interface__"))?;
@@ -230,7 +264,7 @@ impl PyCompiledModel {
         // SAFETY: the array is C-contiguous with `len` bytes, alive while `array` is held
         // (this call), and only read.
         let bytes = unsafe { std::slice::from_raw_parts(a.ptr as *const u8, len) };
-        let mut m = self.lock();
+        let mut m = self.lock(py);
         fn copy<T: pinframe::Element>(
             m: &mut CompiledModel,
             index: usize,
@@ -267,12 +301,12 @@ impl PyCompiledModel {
     /// run(): runs the model on the bound inputs (the GIL released). A DMA input is
     /// bracketed with the dma-buf sync calls.
     fn run(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.lock().run()).or_raise()
+        py.detach(|| self.lock_detached().run()).or_raise()
     }
 
     /// output(index) -> numpy.ndarray: a read-only view of output `index` (no copy).
     fn output<'py>(slf: &Bound<'py, Self>, index: usize) -> PyResult<Bound<'py, PyAny>> {
-        let m = slf.get().lock();
+        let m = slf.get().lock(slf.py());
         let info = m
             .model()
             .outputs()
@@ -305,20 +339,20 @@ impl PyCompiledModel {
     }
 
     /// Where LiteRT's buffer for input `index` is (for a bound tensor: its pin's address).
-    fn input_host_address(&self, index: usize) -> PyResult<usize> {
-        Ok(self.lock().input_host_address(index).or_raise()? as usize)
+    fn input_host_address(&self, py: Python<'_>, index: usize) -> PyResult<usize> {
+        Ok(self.lock(py).input_host_address(index).or_raise()? as usize)
     }
 
     /// Where LiteRT writes output `index` (pinframe memory).
-    fn output_host_address(&self, index: usize) -> PyResult<usize> {
-        Ok(self.lock().output_host_address(index).or_raise()? as usize)
+    fn output_host_address(&self, py: Python<'_>, index: usize) -> PyResult<usize> {
+        Ok(self.lock(py).output_host_address(index).or_raise()? as usize)
     }
 
     /// Counters: buffers_created, buffers_destroyed, host_bindings, dmabuf_bindings,
     /// dmabuf_fallbacks, runs.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.lock().stats();
+        let s = self.lock(py).stats();
         let d = PyDict::new(py);
         d.set_item("buffers_created", s.buffers_created)?;
         d.set_item("buffers_destroyed", s.buffers_destroyed)?;

@@ -10,6 +10,7 @@ use pinframe::{
 };
 use pyo3::prelude::*;
 
+use crate::args::Int;
 use crate::array::{self, ArrayRef};
 use crate::dyn_tensor::with_tensor;
 use crate::errors::{OrRaise, invalid};
@@ -163,9 +164,34 @@ fn parse_isp(
     Ok(isp)
 }
 
+/// A source array over the destination's own memory (`numpy.asarray(dst)`, a slice of
+/// it) would be read while it is written: refused, naming the bytes.
+fn refuse_overlap<T>(src: &[u8], dst: &[T]) -> pinframe::Result<()> {
+    let (s, d) = (src.as_ptr_range(), dst.as_ptr_range());
+    let (s0, s1) = (s.start as usize, s.end as usize);
+    let (d0, d1) = (d.start as usize, d.end as usize);
+    if s0 < d1 && d0 < s1 {
+        let (from, to) = (s0.max(d0), s1.min(d1));
+        return Err(Error::InvalidArgument(format!(
+            "src and dst overlap: the source array's bytes {}..{} are the destination's bytes \
+             {}..{} (the source is a view of the destination); convert from a copy \
+             (numpy.array(...)) or another tensor",
+            from - s0,
+            to - s0,
+            from - d0,
+            to - d0
+        )));
+    }
+    Ok(())
+}
+
+/// `crop=(x, y, width, height)`.
+type CropArgument = (Int<u32>, Int<u32>, Int<u32>, Int<u32>);
+
 impl PyImageProcessor {
-    fn lock(&self) -> std::sync::MutexGuard<'_, ImageProcessor> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// The processor, locked; waits for another thread's conversion with the GIL released.
+    fn lock(&self, py: Python<'_>) -> std::sync::MutexGuard<'_, ImageProcessor> {
+        crate::locks::lock_without_gil(py, &self.inner)
     }
 }
 
@@ -192,23 +218,23 @@ impl PyImageProcessor {
     }
 
     #[setter]
-    fn set_parallel(&self, parallel: bool) {
-        let mut p = self.lock();
+    fn set_parallel(&self, py: Python<'_>, parallel: bool) {
+        let mut p = self.lock(py);
         p.set_parallel(parallel);
         self.parallel.store(parallel, Ordering::SeqCst);
     }
 
     /// The backend conversions run on: "cpu" or "gl" (never "auto").
     #[getter]
-    fn backend(&self) -> &'static str {
-        self.lock().backend().name()
+    fn backend(&self, py: Python<'_>) -> &'static str {
+        self.lock(py).backend().name()
     }
 
     /// What the processor did so far: imports, cache_hits, uploads, readbacks,
     /// cpu_fallbacks, frames.
     #[getter]
-    fn stats(&self) -> PyProcessorStats {
-        let s = self.lock().stats();
+    fn stats(&self, py: Python<'_>) -> PyProcessorStats {
+        let s = self.lock(py).stats();
         PyProcessorStats {
             imports: s.imports,
             cache_hits: s.cache_hits,
@@ -281,7 +307,7 @@ impl PyImageProcessor {
     /// a gain that is not positive, a non-finite matrix entry); Unsupported for a format or dtype pair the backend
     /// does not convert; DeviceError when the GL backend fails.
     #[pyo3(signature = (
-        src, dst, *, fit = None, pad = None, crop = None, rotate = 0, flip = None,
+        src, dst, *, fit = None, pad = None, crop = None, rotate = Int(0), flip = None,
         mean = None, std = None, quantize = None, interp = None, matrix = None, range = None,
         src_format = None, src_layout = None, black_level = None, wb_gains = None, ccm = None,
         gamma = None
@@ -293,9 +319,9 @@ impl PyImageProcessor {
         src: &Bound<'_, PyAny>,
         dst: &Bound<'_, PyTensor>,
         fit: Option<&str>,
-        pad: Option<[u8; 3]>,
-        crop: Option<(u32, u32, u32, u32)>,
-        rotate: u32,
+        pad: Option<[Int<u8>; 3]>,
+        crop: Option<CropArgument>,
+        rotate: Int<u32>,
         flip: Option<&str>,
         mean: Option<[f32; 3]>,
         std: Option<[f32; 3]>,
@@ -391,9 +417,9 @@ impl PyImageProcessor {
             .unwrap_or_default();
         let matrix: Option<Matrix> = matrix.map(str::parse).transpose().or_raise()?;
         let range: Option<Range> = range.map(str::parse).transpose().or_raise()?;
-        let rotation = Rotation::from_degrees(rotate).or_raise()?;
-        let fit = parse_fit(fit, pad)?;
-        let crop = crop.map(|(x, y, w, h)| Crop::new(x, y, w, h));
+        let rotation = Rotation::from_degrees(rotate.0).or_raise()?;
+        let fit = parse_fit(fit, pad.map(|p| p.map(|v| v.0)))?;
+        let crop = crop.map(|(x, y, w, h)| Crop::new(x.0, y.0, w.0, h.0));
         let quantize = quantize.map(parse_quantize).transpose()?;
         let normalize = Normalize {
             mean: mean.unwrap_or([0.0; 3]),
@@ -421,7 +447,7 @@ impl PyImageProcessor {
                 quantize,
                 isp,
             };
-            let mut p = self.lock();
+            let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             match &source {
                 Source::Tensor(t) => {
                     // Tensor locks are taken in address order, so that two threads
@@ -456,6 +482,7 @@ impl PyImageProcessor {
                             )
                         })?;
                         let mut map = d.map_mut()?;
+                        refuse_overlap(bytes, &map)?;
                         p.convert_buffers(&[bytes], layout, &mut map, &dst_layout, &options)
                     })
                 }
@@ -466,8 +493,11 @@ impl PyImageProcessor {
         })
     }
 
-    fn __repr__(&self) -> String {
-        format!("ImageProcessor(backend={:?})", self.lock().backend().name())
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "ImageProcessor(backend={:?})",
+            self.lock(py).backend().name()
+        )
     }
 }
 

@@ -19,7 +19,7 @@ use pinframe::{Access, Colorimetry, DType, Error, HostPin, ImageLayout, Plane, T
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::args;
+use crate::args::{self, Int};
 use crate::array::{self, ArrayRef};
 use crate::dlpack;
 use crate::dyn_tensor::{AnyTensor, DynTensor, by_dtype};
@@ -85,6 +85,21 @@ impl State {
         }
     }
 
+    /// Camera frames are read-only in every binding: their buffer is the driver's.
+    fn is_frame(&self) -> bool {
+        !matches!(self.held, Held::Tensor(_))
+    }
+
+    /// Gives a frame's buffer back: the frame and the pin cached for its views are
+    /// dropped, so nothing of this object keeps the buffer (views made before hold pins
+    /// of their own and keep it until they go).
+    fn release(&mut self) -> (Held, OnceLock<HostPin<'static>>) {
+        (
+            std::mem::replace(&mut self.held, Held::Released),
+            std::mem::take(&mut self.pin),
+        )
+    }
+
     fn pin(&self) -> pinframe::Result<HostPin<'static>> {
         if let Some(p) = self.pin.get() {
             return Ok(p.clone());
@@ -143,21 +158,29 @@ impl PyTensor {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// [`read`](Self::read) from a thread holding the GIL: waits for a writer (a
+    /// conversion into this tensor) with the GIL released.
+    pub(crate) fn read_gil(&self, py: Python<'_>) -> RwLockReadGuard<'_, State> {
+        crate::locks::read_without_gil(py, &self.state)
+    }
+
     /// The whole-tensor view (read-only if `readonly` or the memory is).
-    pub(crate) fn export(&self, readonly: bool) -> PyResult<Export> {
-        let st = self.read();
+    /// The whole-tensor view (read-only if `readonly`, the memory is, or it is a frame).
+    /// The view holds a pin of its own, so it stays valid whatever happens to the tensor.
+    pub(crate) fn export(&self, py: Python<'_>, readonly: bool) -> PyResult<Export> {
+        let st = self.read_gil(py);
         let t = st.get().or_raise()?;
         let (offset, shape, strides) = views::geometry(t, st.by_layout).or_raise()?;
         let pin = st.pin().or_raise()?;
-        Export::new(&pin, offset, shape, strides, readonly).or_raise()
+        Export::new(&pin, offset, shape, strides, readonly || st.is_frame()).or_raise()
     }
 
-    fn plane_export(&self, index: usize, readonly: bool) -> PyResult<Export> {
-        let st = self.read();
+    fn plane_export(&self, py: Python<'_>, index: usize, readonly: bool) -> PyResult<Export> {
+        let st = self.read_gil(py);
         let t = st.get().or_raise()?;
         let (offset, shape, strides) = views::plane_geometry(t, index).or_raise()?;
         let pin = st.pin().or_raise()?;
-        Export::new(&pin, offset, shape, strides, readonly).or_raise()
+        Export::new(&pin, offset, shape, strides, readonly || st.is_frame()).or_raise()
     }
 
     fn sync(&self, py: Python<'_>, access: &str, start: bool) -> PyResult<()> {
@@ -259,10 +282,11 @@ impl PyTensor {
     #[pyo3(signature = (shape, dtype = None, memory = None))]
     fn new(
         py: Python<'_>,
-        shape: Vec<usize>,
+        shape: Vec<Int<usize>>,
         dtype: Option<&Bound<'_, PyAny>>,
         memory: Option<&str>,
     ) -> PyResult<Self> {
+        let shape = args::ints(&shape);
         let dtype = dtype.map(args::dtype).transpose()?.unwrap_or(DType::U8);
         let memory = args::memory(memory)?;
         let t = py
@@ -280,12 +304,13 @@ impl PyTensor {
     #[pyo3(signature = (width, height, format, dtype = None, memory = None))]
     fn image(
         py: Python<'_>,
-        width: u32,
-        height: u32,
+        width: Int<u32>,
+        height: Int<u32>,
         format: &str,
         dtype: Option<&Bound<'_, PyAny>>,
         memory: Option<&str>,
     ) -> PyResult<Self> {
+        let (Int(width), Int(height)) = (width, height);
         let format = args::format(format)?;
         let dtype = dtype.map(args::dtype).transpose()?.unwrap_or(DType::U8);
         let memory = args::memory(memory)?;
@@ -421,27 +446,27 @@ impl PyTensor {
     /// The shape, a tuple (for images, the layout's: `(h, w, c)`, `(3, h, w)`, ...).
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let st = self.read();
+        let st = self.read_gil(py);
         PyTuple::new(py, st.get().or_raise()?.shape())
     }
 
     /// The element type's pinframe name: "u8", "i8", "u16", "i16", "u32", "i32", "f16",
     /// "f32" or "f64".
     #[getter]
-    fn dtype(&self) -> PyResult<&'static str> {
-        Ok(self.read().get().or_raise()?.dtype().name())
+    fn dtype(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(self.read_gil(py).get().or_raise()?.dtype().name())
     }
 
     /// Where the bytes live: "heap", "shm" or "dma".
     #[getter]
-    fn memory(&self) -> PyResult<&'static str> {
-        Ok(self.read().get().or_raise()?.memory().name())
+    fn memory(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(self.read_gil(py).get().or_raise()?.memory().name())
     }
 
     /// The image layout (an `ImageLayout`), or None for a plain tensor.
     #[getter]
-    fn layout(&self) -> PyResult<Option<PyImageLayout>> {
-        let st = self.read();
+    fn layout(&self, py: Python<'_>) -> PyResult<Option<PyImageLayout>> {
+        let st = self.read_gil(py);
         Ok(st
             .get()
             .or_raise()?
@@ -451,22 +476,23 @@ impl PyTensor {
 
     /// Bytes of the elements of the shape (`prod(shape) * itemsize`).
     #[getter]
-    fn nbytes(&self) -> PyResult<usize> {
-        let st = self.read();
+    fn nbytes(&self, py: Python<'_>) -> PyResult<usize> {
+        let st = self.read_gil(py);
         let t = st.get().or_raise()?;
         Ok(t.shape().iter().product::<usize>() * t.dtype().size())
     }
 
     /// Number of buffers (more than one only for images whose planes live apart).
     #[getter]
-    fn buffer_count(&self) -> PyResult<usize> {
-        Ok(self.read().get().or_raise()?.buffer_count())
+    fn buffer_count(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.read_gil(py).get().or_raise()?.buffer_count())
     }
 
     /// Size in bytes of buffer `index` (the whole allocation).
-    #[pyo3(signature = (index = 0))]
-    fn buffer_len(&self, index: usize) -> PyResult<usize> {
-        self.read()
+    #[pyo3(signature = (index = Int(0)))]
+    fn buffer_len(&self, py: Python<'_>, index: Int<usize>) -> PyResult<usize> {
+        let Int(index) = index;
+        self.read_gil(py)
             .get()
             .or_raise()?
             .buffer_len(index)
@@ -476,24 +502,26 @@ impl PyTensor {
     /// For self-allocated DMA tensors, the route that allocated them (a dma-heap,
     /// udmabuf or GBM), else None.
     #[getter]
-    fn dma_route(&self) -> PyResult<Option<String>> {
-        Ok(self.read().get().or_raise()?.dma_route())
+    fn dma_route(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.read_gil(py).get().or_raise()?.dma_route())
     }
 
     /// False when the CPU may not write the memory (imported from a read-only fd or a
-    /// write-sealed memfd); numpy views are then read-only.
+    /// write-sealed memfd, or a camera frame); numpy views are then read-only.
     #[getter]
-    fn writable(&self) -> PyResult<bool> {
-        Ok(self.read().pin().or_raise()?.writable())
+    fn writable(&self, py: Python<'_>) -> PyResult<bool> {
+        let st = self.read_gil(py);
+        Ok(!st.is_frame() && st.pin().or_raise()?.writable())
     }
 
     /// fd(index=0) -> int | None
     ///
     /// The fd of buffer `index` for shm and dma tensors (None for heap). The tensor owns
     /// it: it is valid while the tensor lives; `os.dup()` it to keep one.
-    #[pyo3(signature = (index = 0))]
-    fn fd(&self, index: usize) -> PyResult<Option<i32>> {
-        let st = self.read();
+    #[pyo3(signature = (index = Int(0)))]
+    fn fd(&self, py: Python<'_>, index: Int<usize>) -> PyResult<Option<i32>> {
+        let Int(index) = index;
+        let st = self.read_gil(py);
         let t = st.get().or_raise()?;
         if index >= t.buffer_count() {
             return Err(invalid(format!(
@@ -511,7 +539,7 @@ impl PyTensor {
     /// tensor is gone; it issues no syncs: bracket each access with `pin.sync_for_cpu()`
     /// and `pin.sync_for_device()` on DMA memory.
     fn pin(slf: &Bound<'_, Self>) -> PyResult<PyHostPin> {
-        let pin = slf.get().read().pin().or_raise()?;
+        let pin = slf.get().read_gil(slf.py()).pin().or_raise()?;
         Ok(PyHostPin {
             pin,
             tensor: slf.clone().unbind(),
@@ -548,11 +576,19 @@ impl PyTensor {
     /// `with t.map_mut() as a:` syncs for READ|WRITE on entry and exit, so writes through
     /// `a` reach the devices. Raises InvalidInput on read-only memory.
     fn map_mut(slf: &Bound<'_, Self>) -> PyResult<PyMapping> {
-        if !slf.get().read().pin().or_raise()?.writable() {
+        let st = slf.get().read_gil(slf.py());
+        if st.is_frame() {
+            return Err(invalid(
+                "a camera frame is read-only (its buffer is the driver's): convert it, or copy \
+                 it with numpy.array(frame)",
+            ));
+        }
+        if !st.pin().or_raise()?.writable() {
             return Err(to_py(Error::InvalidArgument(
                 "tensor is read-only (imported from a read-only fd or a write-sealed memfd)".into(),
             )));
         }
+        drop(st);
         Ok(PyMapping::new(slf, Access::ReadWrite))
     }
 
@@ -561,8 +597,9 @@ impl PyTensor {
     /// A view of plane `index` of an image: `(rows, elements per row)` with the plane's
     /// row pitch as stride (e.g. the Y and the CbCr plane of NV12). Works for every
     /// single-buffer layout, also those that cannot be viewed as one array.
-    fn plane<'py>(slf: &Bound<'py, Self>, index: usize) -> PyResult<Bound<'py, PyAny>> {
-        let export = slf.get().plane_export(index, false)?;
+    fn plane<'py>(slf: &Bound<'py, Self>, index: Int<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let Int(index) = index;
+        let export = slf.get().plane_export(slf.py(), index, false)?;
         let view = Bound::new(slf.py(), PyView { export })?;
         array::asarray(view.as_any())
     }
@@ -585,11 +622,35 @@ impl PyTensor {
         .or_raise()
     }
 
-    /// The numpy array interface (version 3): the tensor's address, shape, byte strides
-    /// and element type, so `numpy.asarray(t)` aliases it.
-    #[getter]
-    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.export(false)?.array_interface(py)
+    /// __array__(dtype=None, copy=None) -> numpy.ndarray
+    ///
+    /// A numpy array aliasing the tensor (what `numpy.asarray(t)` calls where the buffer
+    /// protocol is not available, abi3 builds for Python < 3.11). The array's base is a
+    /// view that holds its own pin, so it stays valid whatever happens to the tensor. A
+    /// `dtype` other than the tensor's, or `copy=True`, gives a copy.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let view = Bound::new(
+            py,
+            PyView {
+                export: self.export(py, false)?,
+            },
+        )?;
+        let array = array::asarray(view.as_any())?;
+        match (dtype, copy) {
+            (None, Some(true)) => array.call_method0("copy"),
+            (Some(d), _) => {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("copy", copy.unwrap_or(false))?;
+                array.call_method("astype", (d,), Some(&kwargs))
+            }
+            _ => Ok(array),
+        }
     }
 
     /// DLPack export: a capsule aliasing the tensor (`numpy.from_dlpack(t)`,
@@ -627,7 +688,7 @@ impl PyTensor {
             ));
         }
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        let export = self.export(false)?;
+        let export = self.export(py, false)?;
         dlpack::capsule(py, &export, versioned)
     }
 
@@ -642,7 +703,7 @@ impl PyTensor {
         view: *mut pyo3::ffi::Py_buffer,
         flags: std::ffi::c_int,
     ) -> PyResult<()> {
-        let export = slf.get().export(false)?;
+        let export = slf.get().export(slf.py(), false)?;
         // SAFETY: CPython hands `bf_getbuffer` a valid Py_buffer.
         unsafe { views::buffer::fill(view, flags, &export, slf.into_any()) }
     }
@@ -653,8 +714,8 @@ impl PyTensor {
         unsafe { views::buffer::release(view) }
     }
 
-    fn __repr__(&self) -> String {
-        let st = self.read();
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let st = self.read_gil(py);
         match st.get() {
             Ok(t) => {
                 let mut s = format!(
@@ -732,7 +793,7 @@ impl PyFrame {
     /// True once the frame was released.
     #[getter]
     fn released(slf: &Bound<'_, Self>) -> bool {
-        matches!(slf.as_super().get().read().held, Held::Released)
+        matches!(slf.as_super().get().read_gil(slf.py()).held, Held::Released)
     }
 
     /// release()
@@ -741,7 +802,7 @@ impl PyFrame {
     fn release(slf: &Bound<'_, Self>) {
         let base = slf.as_super().get();
         slf.py().detach(|| {
-            let old = std::mem::replace(&mut base.write().held, Held::Released);
+            let old = base.write().release();
             drop(old);
         });
     }
@@ -762,7 +823,7 @@ impl PyFrame {
             "Frame(sequence={}, buffer={}, {})",
             me.sequence,
             me.buffer_index,
-            slf.as_super().get().__repr__()
+            slf.as_super().get().__repr__(slf.py())
         )
     }
 }
@@ -905,7 +966,7 @@ impl PyMapping {
             return Err(to_py(e));
         }
         let view = t
-            .export(access == Access::Read)
+            .export(py, access == Access::Read)
             .and_then(|export| Bound::new(py, PyView { export }))
             .and_then(|v| array::asarray(v.as_any()));
         if view.is_err() {
@@ -953,14 +1014,18 @@ impl PyImageLayout {
     #[new]
     #[pyo3(signature = (width, height, format, dtype = None, stride = None, planes = None, row_alignment = None))]
     fn new(
-        width: u32,
-        height: u32,
+        width: Int<u32>,
+        height: Int<u32>,
         format: &str,
         dtype: Option<&Bound<'_, PyAny>>,
-        stride: Option<usize>,
-        planes: Option<Vec<Vec<usize>>>,
-        row_alignment: Option<usize>,
+        stride: Option<Int<usize>>,
+        planes: Option<Vec<Vec<Int<usize>>>>,
+        row_alignment: Option<Int<usize>>,
     ) -> PyResult<Self> {
+        let (Int(width), Int(height)) = (width, height);
+        let (stride, row_alignment) = (stride.map(|s| s.0), row_alignment.map(|a| a.0));
+        let planes: Option<Vec<Vec<usize>>> =
+            planes.map(|p| p.iter().map(|p| args::ints(p)).collect());
         let format = args::format(format)?;
         let dtype = dtype.map(args::dtype).transpose()?.unwrap_or(DType::U8);
         let given = [stride.is_some(), planes.is_some(), row_alignment.is_some()];

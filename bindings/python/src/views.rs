@@ -240,12 +240,15 @@ pub(crate) mod buffer {
     use pyo3::prelude::*;
 
     use super::Export;
-    use pinframe::DType;
+    use pinframe::{DType, HostPin};
 
-    /// The shape and strides a `Py_buffer` points at, freed by `release`.
+    /// The shape and strides a `Py_buffer` points at, and the pin that keeps its memory
+    /// mapped (and a frame's buffer held) until `release`: the view never depends on what
+    /// its owner object still holds.
     struct Arrays {
         shape: Vec<ffi::Py_ssize_t>,
         strides: Vec<ffi::Py_ssize_t>,
+        _pin: HostPin<'static>,
     }
 
     fn format(dtype: DType) -> &'static CStr {
@@ -313,6 +316,7 @@ pub(crate) mod buffer {
                 .iter()
                 .map(|&s| s as ffi::Py_ssize_t)
                 .collect(),
+            _pin: export.pin.clone(),
         });
         let wants_shape = flags & ffi::PyBUF_ND == ffi::PyBUF_ND;
         // SAFETY: `view` is valid and writable (caller contract). The shape and strides

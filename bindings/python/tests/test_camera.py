@@ -89,7 +89,6 @@ def test_next_frame_releases_the_gil():
     with pinframe.Camera("synthetic", size=(64, 48), fps=4) as cam:
         cam.next_frame().release()
         middle, took = python_runs_during(lambda: cam.next_frame().release())
-    assert took > 0.1, f"next_frame took only {took:.3f} s"  # due 250 ms after the first
     assert middle > 0, f"the other thread stood still through the middle of a {took:.3f} s call"
 
 

@@ -292,7 +292,7 @@ impl Api {
     /// Finds and opens the library: `$PINFRAME_LITERT_LIB`, else `libLiteRt.so` on the
     /// dynamic linker's search path, else the one an installed `ai-edge-litert` Python
     /// wheel ships. The error lists every place tried.
-    pub(super) fn find() -> Result<Api> {
+    pub(super) fn find(wheel: &WheelLookup) -> Result<Api> {
         let mut tried = Vec::new();
         if let Some(v) = std::env::var_os(LIBRARY_ENV) {
             let p = PathBuf::from(v);
@@ -305,7 +305,21 @@ impl Api {
             Ok(api) => return Ok(api),
             Err(e) => tried.extend(reasons(e, "the system library path: ")),
         }
-        match wheel_library() {
+        let found = match wheel {
+            WheelLookup::PathPython => wheel_library(),
+            WheelLookup::Dir(Some(dir)) => {
+                let p = dir.join(LIBRARY_NAME);
+                if p.is_file() {
+                    Ok(p)
+                } else {
+                    Err(format!("{} does not exist", p.display()))
+                }
+            }
+            WheelLookup::Dir(None) => {
+                Err("the calling interpreter has no ai_edge_litert package".into())
+            }
+        };
+        match found {
             Ok(p) => match Api::open(&p) {
                 Ok(api) => return Ok(api),
                 Err(e) => tried.extend(reasons(e, "the ai-edge-litert wheel: ")),
@@ -371,6 +385,15 @@ fn with_context(e: Error, prefix: &str) -> Error {
         runtime: "LiteRT",
         tried: reasons(e, prefix),
     }
+}
+
+/// Where the default search looks for the `ai-edge-litert` wheel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum WheelLookup {
+    /// Ask the Python on `PATH` (`python3`, or `$PYTHON`).
+    PathPython,
+    /// The package directory the caller's own interpreter found (None: it has none).
+    Dir(Option<PathBuf>),
 }
 
 /// Where an installed `ai-edge-litert` wheel keeps its `libLiteRt.so`, asked of the Python

@@ -76,8 +76,38 @@ pub const LITERT_RELEASE: &str = "2.3.0";
 
 const RUNTIME: &str = "LiteRT";
 
-/// The library found by the default search, loaded once per process.
-static DEFAULT_API: Mutex<Option<Arc<ffi::Api>>> = Mutex::new(None);
+/// The outcome of the default search, once per process and per search input (the
+/// library variable's value and where the wheel is looked for): a library that loaded, or
+/// the places tried. A failed search is not re-run (it may start a Python interpreter)
+/// until one of its inputs changes.
+static DEFAULT_API: Mutex<Option<(SearchKey, SearchOutcome)>> = Mutex::new(None);
+
+type SearchKey = (Option<std::ffi::OsString>, ffi::WheelLookup);
+/// A loaded library, or the places tried.
+type SearchOutcome = std::result::Result<Arc<ffi::Api>, Vec<String>>;
+
+/// The default search (cached, see [`DEFAULT_API`]).
+fn default_api(wheel: ffi::WheelLookup) -> Result<Arc<ffi::Api>> {
+    let key = (std::env::var_os(ffi::LIBRARY_ENV), wheel);
+    let mut cached = DEFAULT_API.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, outcome)) = &*cached
+        && *k == key
+    {
+        return outcome.clone().map_err(|tried| Error::RuntimeUnavailable {
+            runtime: RUNTIME,
+            tried,
+        });
+    }
+    let outcome = ffi::Api::find(&key.1).map(Arc::new).map_err(|e| match e {
+        Error::RuntimeUnavailable { tried, .. } => tried,
+        other => vec![other.to_string()],
+    });
+    *cached = Some((key, outcome.clone()));
+    outcome.map_err(|tried| Error::RuntimeUnavailable {
+        runtime: RUNTIME,
+        tried,
+    })
+}
 
 /// Turns a LiteRT status into a `Result`.
 fn check(
@@ -154,19 +184,21 @@ impl Environment {
     /// Loads LiteRT from where [the module documentation](self) says and creates an
     /// environment. [`Error::RuntimeUnavailable`] lists every place looked in when there
     /// is no library (or it lacks a function this binding needs).
+    /// The search's outcome is kept for the process: a failed search is not repeated
+    /// (it may start a Python interpreter) until `$PINFRAME_LITERT_LIB` changes.
     pub fn new() -> Result<Self> {
-        let api = {
-            let mut cached = DEFAULT_API.lock().unwrap_or_else(|e| e.into_inner());
-            match &*cached {
-                Some(api) => api.clone(),
-                None => {
-                    let api = Arc::new(ffi::Api::find()?);
-                    *cached = Some(api.clone());
-                    api
-                }
-            }
-        };
-        Self::with_api(api)
+        Self::with_api(default_api(ffi::WheelLookup::PathPython)?)
+    }
+
+    /// [`new`](Self::new), with the `ai-edge-litert` wheel's package directory found by
+    /// the caller instead of by the `python3` on `PATH`: what a Python binding passes (its
+    /// own interpreter's `importlib.util.find_spec("ai_edge_litert")`), so that a package
+    /// installed in an un-activated virtual environment is found. `None`: the caller's
+    /// interpreter has no such package (the wheel step is then skipped).
+    pub fn with_wheel_dir(wheel_dir: Option<&Path>) -> Result<Self> {
+        Self::with_api(default_api(ffi::WheelLookup::Dir(
+            wheel_dir.map(Path::to_path_buf),
+        ))?)
     }
 
     /// Creates an environment from the library at `path`.
