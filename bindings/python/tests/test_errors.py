@@ -124,9 +124,10 @@ def test_closed_and_foreign_fds():
     with tempfile.TemporaryFile() as f:
         with pytest.raises(pinframe.InvalidInput, match="neither a dma-buf nor a memfd"):
             pinframe.Tensor.import_fd(f.fileno(), layout)
-    small = os.memfd_create("small")
+    small = os.memfd_create("small", os.MFD_ALLOW_SEALING)
     try:
         os.write(small, b"\0" * 100)
+        fcntl.fcntl(small, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
         with pytest.raises(pinframe.InvalidInput, match="too small"):
             pinframe.Tensor.import_fd(small, layout)
         with pytest.raises(pinframe.InvalidInput, match="fd"):
@@ -192,7 +193,7 @@ def test_bad_option_types(proc):
     dst = pinframe.Tensor.image(16, 16, "rgb")
     with pytest.raises((TypeError, ValueError)):
         proc.convert(src, dst, mean=(0.5, 0.5))
-    with pytest.raises((TypeError, OverflowError)):
+    with pytest.raises(pinframe.InvalidInput, match="out of range"):
         proc.convert(src, dst, rotate=-90)
     with pytest.raises(TypeError):
         proc.convert(src, dst, bogus=1)
@@ -226,7 +227,7 @@ def test_dma_unavailable_is_memory_unavailable():
 
 
 def test_camera_errors():
-    with pytest.raises(pinframe.InvalidInput, match="buffer count"):
+    with pytest.raises(pinframe.InvalidInput, match="buffers 0 is out of range"):
         pinframe.Camera("synthetic", buffers=0)
     with pytest.raises(pinframe.InvalidInput, match="timeout"):
         pinframe.Camera("synthetic", timeout=0)

@@ -74,3 +74,28 @@ def test_litert_binding_errors(model):
         litert.CompiledModel(model, accelerators=["tpu"])
     with pytest.raises(pinframe.RuntimeUnavailable):
         litert.Environment("/nonexistent/libLiteRt.so")
+
+
+def test_the_wheel_is_found_by_this_interpreter(tmp_path):
+    """`Environment()` finds an `ai_edge_litert` package on this interpreter's own path
+    (an un-activated venv's site-packages), not by asking the `python3` on PATH, which
+    here cannot see it."""
+    import subprocess
+    import sys
+
+    lib = ASSETS / "litert" / "libLiteRt.so"
+    if not lib.is_file():
+        skip_or_fail(f"{lib} is missing; run scripts/assets")
+    package = tmp_path / "ai_edge_litert"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('found, never imported')\n")
+    (package / "libLiteRt.so").symlink_to(lib)
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
+        "from pinframe import litert; print(litert.Environment().library_path)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PINFRAME_LITERT_LIB", "PYTHON", "VIRTUAL_ENV", "LD_LIBRARY_PATH")}
+    env["PATH"] = "/usr/bin:/bin"  # no venv on PATH: python3 there lacks the package
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(package / "libLiteRt.so")
