@@ -374,13 +374,12 @@ impl ImageProcessor {
         // from `dst` itself.
         let dst_layout = *layout;
         let dst_layout = &dst_layout;
-        let plan = Plan::new(src_layout, dst_layout, options)?;
+        // Before the plan: an aliasing pair is refused whatever else is wrong with it.
         if let Some(o) = src.overlap_with(dst) {
             return Err(Error::InvalidArgument(format!(
                 "src and dst overlap: bytes {}..{} of src's buffer {} and bytes {}..{} of \
-                 dst's buffer {} are the same memory (one dma-buf or memfd, or one \
-                 allocation): a conversion cannot read the memory it writes; convert into \
-                 memory of its own",
+                 dst's buffer {} are the same memory (one dma-buf or memfd): a conversion \
+                 cannot read the memory it writes; convert into memory of its own",
                 o.bytes.start,
                 o.bytes.end,
                 o.buffer,
@@ -389,6 +388,7 @@ impl ImageProcessor {
                 o.other_buffer
             )));
         }
+        let plan = Plan::new(src_layout, dst_layout, options)?;
         #[cfg(feature = "gl")]
         if let Some(r) = self.try_gl(|gl| gl.convert(&plan, src, dst)) {
             r?;
