@@ -36,3 +36,21 @@ mod gl;
 pub use gl::{EglPlatform, GlConfig, GlInfo, GlStats, PLATFORM_ENV as EGL_PLATFORM_ENV};
 #[cfg(feature = "testing")]
 pub mod testing;
+
+/// The Rust examples of the `docs/` book, compiled and run as doc tests like the README's
+/// (the book is the crate's documentation too).
+#[cfg(doctest)]
+mod docs_examples {
+    #[doc = include_str!("../docs/camera.md")]
+    struct Camera;
+    #[doc = include_str!("../docs/tensors-and-pins.md")]
+    struct TensorsAndPins;
+    #[doc = include_str!("../docs/formats.md")]
+    struct Formats;
+    #[doc = include_str!("../docs/gl.md")]
+    struct Gl;
+    #[doc = include_str!("../docs/litert.md")]
+    struct Litert;
+    #[doc = include_str!("../docs/test-lanes.md")]
+    struct TestLanes;
+}

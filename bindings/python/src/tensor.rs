@@ -737,9 +737,11 @@ impl PyTensor {
 
 /// A camera frame: a `Tensor` (u8, a dma-buf in the camera's layout) whose buffer goes
 /// back to the camera when it is released: at the end of `with cam.next_frame() as f:`,
-/// on `f.release()`, or when the frame object is garbage-collected. Views made from it
-/// stay mapped after that, but the camera refills the buffer: use a frame's pixels before
-/// releasing it.
+/// on `f.release()`, or when the frame object is garbage-collected. Frames are read-only.
+/// A view made from a frame (numpy array, memoryview, DLPack, plane) holds a pin of its
+/// own: the buffer goes back to the camera when the frame is released and the last such
+/// view is gone (never refilled under a live view); nothing else read from the frame
+/// keeps it.
 #[pyclass(name = "Frame", module = "pinframe", extends = PyTensor, frozen)]
 pub(crate) struct PyFrame {
     sequence: u32,

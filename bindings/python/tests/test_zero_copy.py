@@ -225,17 +225,51 @@ def test_map_brackets_cpu_access():
 
 
 def test_convert_releases_the_gil(proc):
-    """While one thread is inside convert, another runs Python (with the GIL held it
-    could not run at all during the call)."""
-    src = pinframe.Tensor.image(3840, 2160, "nv12", memory="heap")
-    dst = pinframe.Tensor.image(3840, 2160, "planar-rgb", "f32", memory="heap")
-    proc.parallel = False  # one long call on this thread
+    """While one thread is inside convert, another runs Python: it sees the destination
+    half written, a state that exists only during the call (with the GIL held for the
+    whole call it could never run then). No speed is assumed: calls are repeated until
+    the half-written state is seen, up to a generous bound that only catches a hang."""
+    import sys
+    import threading
+    import time
 
-    proc.convert(src, dst)  # warm: the scratch and tables exist, the call is one pass
-    # One call: between calls the other thread may run anyway.
-    middle, took = python_runs_during(lambda: proc.convert(src, dst))
-    assert took > 0.02, f"the conversion took only {took:.3f} s: too short to tell"
-    assert middle > 0, f"the other thread stood still through the middle of a {took:.3f} s call"
+    src = pinframe.Tensor.image(1920, 1080, "nv12", memory="heap")
+    with src.map_mut() as a:
+        a[...] = 128
+    dst = pinframe.Tensor.image(1920, 1080, "planar-rgb", "f32", memory="heap")
+    view = np.asarray(dst)
+    proc.parallel = False  # one thread writes the rows in order, top to bottom
+    sentinel = np.float32(-7.0)
+    seen = threading.Event()
+    stop = threading.Event()
+
+    flat = view.reshape(-1)
+    ends = np.array([0, flat.size - 1])
+
+    def watch():
+        while not stop.is_set():
+            # The first and last element in one numpy call (which holds the GIL): with the
+            # GIL held by convert, both come from before or both from after a call.
+            first, last = flat[ends]
+            if first != sentinel and last == sentinel:
+                seen.set()
+                return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    th = threading.Thread(target=watch)
+    th.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not seen.is_set() and time.monotonic() < deadline:
+            view[...] = sentinel
+            proc.convert(src, dst)
+            assert view[-1, -1, -1] != sentinel  # every call writes every row
+    finally:
+        stop.set()
+        th.join()
+        sys.setswitchinterval(interval)
+    assert seen.is_set(), "the other thread never ran while a conversion was in flight"
 
 
 def test_two_threads_convert_into_one_destination_one_at_a_time():
