@@ -55,6 +55,19 @@ fn face_options(input: &ModelInput) -> ConvertOptions {
     }
 }
 
+/// The face detector and the image layout of its input, or None (SKIPPED, or a failure
+/// under CI=true) without the LiteRT library or the model.
+fn face_detector(test: &str) -> Option<(Model, ImageLayout)> {
+    let (env, path) = (environment(test)?, face_model(test)?);
+    let model = Model::from_file(&env, &path).unwrap();
+    let layout = model.inputs()[0]
+        .image_input()
+        .unwrap()
+        .image_layout()
+        .unwrap();
+    Some((model, layout))
+}
+
 #[test]
 fn model_description_is_read_from_the_file() {
     let test = "model_description_is_read_from_the_file";
@@ -197,15 +210,9 @@ fn bound_pin_is_read_in_place_with_no_copy() {
 #[test]
 fn binding_outlives_the_tensor_and_rebinding_replaces_the_buffer() {
     let test = "binding_outlives_the_tensor_and_rebinding_replaces_the_buffer";
-    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+    let Some((model, layout)) = face_detector(test) else {
         return;
     };
-    let model = Model::from_file(&env, &path).unwrap();
-    let layout = model.inputs()[0]
-        .image_input()
-        .unwrap()
-        .image_layout()
-        .unwrap();
     let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
     let mut a = Tensor::<f32>::with_layout(layout, Some(Memory::Shm)).unwrap();
     a.map_mut().unwrap().fill(0.25);
@@ -465,15 +472,9 @@ fn a_run_and_the_writers_of_its_bound_input_exclude_each_other() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
     let test = "a_run_and_the_writers_of_its_bound_input_exclude_each_other";
-    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+    let Some((model, layout)) = face_detector(test) else {
         return;
     };
-    let model = Model::from_file(&env, &path).unwrap();
-    let layout = model.inputs()[0]
-        .image_input()
-        .unwrap()
-        .image_layout()
-        .unwrap();
     let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
     let mut input = Tensor::<f32>::with_layout(layout, Some(Memory::Shm)).unwrap();
     compiled.bind_input(0, &input).unwrap();
@@ -539,15 +540,9 @@ fn a_run_and_the_writers_of_its_bound_input_exclude_each_other() {
 fn a_failed_step_after_a_buffer_creation_destroys_the_buffer() {
     use pinframe::runtime::litert::fail_after_next_buffer_creation;
     let test = "a_failed_step_after_a_buffer_creation_destroys_the_buffer";
-    let (Some(env), Some(path)) = (environment(test), face_model(test)) else {
+    let Some((model, layout)) = face_detector(test) else {
         return;
     };
-    let model = Model::from_file(&env, &path).unwrap();
-    let layout = model.inputs()[0]
-        .image_input()
-        .unwrap()
-        .image_layout()
-        .unwrap();
     let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
     let outputs = model.outputs().len() as u64;
     let live = |c: &CompiledModel| {

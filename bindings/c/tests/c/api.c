@@ -1072,18 +1072,24 @@ static void guard_entry_points(void) {
   CHECK(g->defer_unmap(NULL, 0, NULL, NULL) == 0); /* not inside a section */
 }
 
+/* A synthetic camera's config: `width`x`height`, two MMAP buffers, the rest defaults. */
+static pinframe_camera_config two_mmap_buffers(uint32_t width, uint32_t height) {
+  pinframe_camera_config config;
+  config.struct_size = sizeof config;
+  OK(pinframe_camera_config_init(&config));
+  config.width = width;
+  config.height = height;
+  config.buffers = 2;
+  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  return config;
+}
+
 /* ---- struct sizes: only the released layouts ---- */
 
 static void struct_sizes_are_released_layouts(void) {
   /* The camera config: one released layout. A size that ends inside `dma_route` (half
    * of a pointer) is refused before the pointer is read. */
-  pinframe_camera_config config;
-  config.struct_size = sizeof config;
-  OK(pinframe_camera_config_init(&config));
-  config.width = 64;
-  config.height = 48;
-  config.buffers = 2;
-  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  pinframe_camera_config config = two_mmap_buffers(64, 48);
   config.dma_route = "udmabuf"; /* read only in DMABUF mode, but parsed when given */
   pinframe_camera *cam = NULL;
   char expect[128];
@@ -1220,13 +1226,7 @@ static void overlapping_src_and_dst_are_refused(void) {
   OK(pinframe_tensor_free(dst));
 
   /* A frame's buffer imported as a destination. */
-  pinframe_camera_config config;
-  config.struct_size = sizeof config;
-  OK(pinframe_camera_config_init(&config));
-  config.width = 16;
-  config.height = 16;
-  config.buffers = 2;
-  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  pinframe_camera_config config = two_mmap_buffers(16, 16);
   pinframe_camera *cam = NULL;
   OK(pinframe_camera_synthetic(&config, &cam));
   pinframe_frame *frame = NULL;
@@ -1257,13 +1257,7 @@ static void overlapping_src_and_dst_are_refused(void) {
 /* ---- a pin of a frame keeps its buffer from the driver ---- */
 
 static void a_pinned_frame_is_not_requeued(void) {
-  pinframe_camera_config config;
-  config.struct_size = sizeof config;
-  OK(pinframe_camera_config_init(&config));
-  config.width = 64;
-  config.height = 48;
-  config.buffers = 2;
-  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  pinframe_camera_config config = two_mmap_buffers(64, 48);
   pinframe_camera *cam = NULL;
   OK(pinframe_camera_synthetic(&config, &cam));
   pinframe_camera_info info;
@@ -1326,13 +1320,7 @@ static void a_pinned_frame_is_not_requeued(void) {
 #define REFUSED(call, code, needle) FAILS(call, code, needle)
 
 static void bad_numbers_are_refused(void) {
-  pinframe_camera_config config;
-  config.struct_size = sizeof config;
-  OK(pinframe_camera_config_init(&config));
-  config.width = 32;
-  config.height = 16;
-  config.buffers = 2;
-  config.buffer_mode = PINFRAME_BUFFER_MODE_MMAP;
+  pinframe_camera_config config = two_mmap_buffers(32, 16);
   pinframe_camera *cam = NULL;
   OK(pinframe_camera_synthetic(&config, &cam));
   pinframe_frame *f = NULL;
