@@ -38,6 +38,9 @@ pub(crate) struct BufferStorage {
     syncs: SyncCounters,
     /// Readers through pins against writers through the tensor (see `access.rs`).
     access: AccessLock,
+    /// [`identity`](Self::identity), found once: a file's inode never changes, and every
+    /// conversion asks (one `fstat` per buffer per frame otherwise).
+    identity: OnceLock<(u64, u64)>,
 }
 
 impl BufferStorage {
@@ -49,6 +52,7 @@ impl BufferStorage {
             requests: SyncCounters::default(),
             syncs: SyncCounters::default(),
             access: AccessLock::default(),
+            identity: OnceLock::new(),
         })
     }
 
@@ -71,6 +75,7 @@ impl BufferStorage {
             requests: SyncCounters::default(),
             syncs: SyncCounters::default(),
             access: AccessLock::default(),
+            identity: OnceLock::new(),
         }
     }
 
@@ -81,14 +86,14 @@ impl BufferStorage {
     /// What the buffer is, whoever holds it: the file's `(st_dev, st_ino)` for fds (two
     /// imports of one dma-buf or memfd are the same buffer), the address for heap memory.
     pub(crate) fn identity(&self) -> (u64, u64) {
-        match &self.backing {
+        *self.identity.get_or_init(|| match &self.backing {
             Backing::Heap(h) => (u64::MAX, h.ptr().as_ptr() as u64),
             Backing::Fd { fd, .. } => match nix::sys::stat::fstat(fd.as_raw_fd()) {
                 Ok(st) => (st.st_dev, st.st_ino),
                 // An fd that cannot be stat'ed is unlike every other (its own address).
                 Err(_) => (u64::MAX - 1, fd as *const OwnedFd as u64),
             },
-        }
+        })
     }
 
     /// The lock pin readers and tensor writers of this buffer take.
