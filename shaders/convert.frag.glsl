@@ -39,7 +39,8 @@ uniform vec4 u_sel1;   // packed 4:2:2: U;  RGBA: G; semi-planar: U (in .xy)
 uniform vec4 u_sel2;   // packed 4:2:2: Y1; RGBA: B
 uniform vec4 u_sel3;   // packed 4:2:2: V;  semi-planar: V (in .xy)
 uniform ivec3 u_rgb_pos; // 3-byte RGB sources: byte position of R, G, B
-uniform int u_chroma_vshift; // 1 for 4:2:0, 0 for 4:2:2
+uniform int u_chroma_vshift; // 1 for 4:2:0, 0 for 4:2:2 and 4:4:4
+uniform int u_chroma_hshift; // 1 for 4:2:x, 0 for 4:4:4 (planar YUV)
 // Colour, from the plan: output channel c = dot(u_colorN.xyz, s) + u_colorN.w.
 uniform vec4 u_color0;
 uniform vec4 u_color1;
@@ -188,9 +189,9 @@ vec3 fetch_src(ivec2 p) {
     vec2 c = texelFetch(u_plane1, ivec2(p.x >> 1, p.y >> u_chroma_vshift), 0).rg * 255.0;
     return vec3(y, dot(c, u_sel1.xy), dot(c, u_sel3.xy));
 }
-#elif defined(SRC_PLANAR420)
+#elif defined(SRC_PLANAR)
 vec3 fetch_src(ivec2 p) {
-    ivec2 c = ivec2(p.x >> 1, p.y >> 1);
+    ivec2 c = ivec2(p.x >> u_chroma_hshift, p.y >> u_chroma_vshift);
     return vec3(texelFetch(u_plane0, p, 0).r, texelFetch(u_plane1, c, 0).r,
                 texelFetch(u_plane2, c, 0).r) * 255.0;
 }

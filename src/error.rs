@@ -28,6 +28,11 @@ pub enum Error {
         /// Bytes the buffer has.
         actual: usize,
     },
+    /// A compressed frame (Motion-JPEG) that cannot be decoded: truncated, corrupt, or
+    /// not a JPEG image at all. Nothing was written to the destination. A camera counts
+    /// such frames as malformed and gives their buffers back.
+    #[error("corrupt frame: {0}")]
+    CorruptFrame(String),
     /// A file descriptor is closed, of the wrong kind, or unusable.
     #[error("invalid file descriptor: {0}")]
     InvalidFd(String),
@@ -197,6 +202,7 @@ impl Error {
             Error::InvalidLayout(_)
             | Error::InvalidShape(_)
             | Error::BufferTooSmall { .. }
+            | Error::CorruptFrame(_)
             | Error::InvalidFd(_)
             | Error::InvalidArgument(_) => ErrorKind::InvalidInput,
             Error::MemoryUnavailable { .. } => ErrorKind::MemoryUnavailable,

@@ -8,6 +8,7 @@ mod cpu;
 mod dtype;
 mod error;
 pub mod image;
+pub mod jpeg;
 // Used by the GL backend and the processor's GL fallback.
 #[cfg_attr(not(feature = "gl"), allow(dead_code))]
 mod log_once;

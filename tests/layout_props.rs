@@ -28,9 +28,9 @@ fn plane_geometry(w: u64, h: u64, f: PixelFormat, d: DType, i: usize) -> (u64, u
     let ch = h.div_ceil(u64::from(vsub));
     match (f.family(), i) {
         (FormatFamily::PackedYuv422, _) => (cw * 4, h),
-        (FormatFamily::SemiPlanarYuv, 0) | (FormatFamily::PlanarYuv420, 0) => (w, h),
+        (FormatFamily::SemiPlanarYuv, 0) | (FormatFamily::PlanarYuv, 0) => (w, h),
         (FormatFamily::SemiPlanarYuv, _) => (cw * 2, ch),
-        (FormatFamily::PlanarYuv420, _) => (cw, ch),
+        (FormatFamily::PlanarYuv, _) => (cw, ch),
         (FormatFamily::Grey, _) | (FormatFamily::PlanarRgb, _) => (w * d.size() as u64, h),
         (FormatFamily::PackedRgb, _) => (w * f.channels() as u64 * d.size() as u64, h),
         // Bayer: a byte, a 16-bit word, 5 bytes per 4 pixels (RAW10) or 3 per 2 (RAW12).

@@ -119,6 +119,13 @@ pub struct CameraConfig {
     pub dma_route: Option<DmaRoute>,
     /// How long [`Camera::next_frame`] waits for a frame. Default 5 s.
     pub timeout: Duration,
+    /// Synthetic `mjpeg` camera only: damage every `n`th frame, for testing how a
+    /// pipeline copes with what USB webcams send. They alternate between a frame cut off
+    /// before its end (caught at capture: counted in [`CameraStats::malformed`], its
+    /// buffer reused, never handed out) and a frame whose data ends early behind a
+    /// well-formed end marker (handed out; converting it fails with
+    /// [`Error::CorruptFrame`]). `None` (the default) sends every frame whole.
+    pub synthetic_corruption: Option<u32>,
 }
 
 /// Default number of capture buffers.
@@ -137,6 +144,7 @@ impl Default for CameraConfig {
             buffer_mode: BufferMode::Auto,
             dma_route: None,
             timeout: Duration::from_secs(5),
+            synthetic_corruption: None,
         }
     }
 }
@@ -187,6 +195,13 @@ impl CameraConfig {
         self
     }
 
+    /// Damages every `n`th frame of a synthetic `mjpeg` camera (see
+    /// [`CameraConfig::synthetic_corruption`]).
+    pub fn with_synthetic_corruption(mut self, every_nth: u32) -> Self {
+        self.synthetic_corruption = Some(every_nth);
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         if self.buffers == 0 || self.buffers > MAX_BUFFERS {
             return Err(Error::InvalidArgument(format!(
@@ -206,6 +221,11 @@ impl CameraConfig {
         }
         if self.timeout.is_zero() {
             return Err(Error::InvalidArgument("camera timeout of 0".into()));
+        }
+        if self.synthetic_corruption == Some(0) {
+            return Err(Error::InvalidArgument(
+                "synthetic corruption of every 0th frame; give n >= 1".into(),
+            ));
         }
         Ok(())
     }
@@ -315,9 +335,10 @@ pub struct CameraStats {
     /// Buffers the driver returned with `bytesused` 0 and no error flag: no image, not a
     /// frame of stale data; queued again, not handed out.
     pub empty: u64,
-    /// Buffers with less data than the layout needs, or plane data offsets that do not
-    /// fit the buffer; queued again, not handed out (the latter also ends that
-    /// `next_frame` with [`Error::Device`]).
+    /// Buffers with less data than the layout needs, plane data offsets that do not
+    /// fit the buffer, or (Motion-JPEG) a frame that is not a whole JPEG image (cut off
+    /// before its end marker, of another size than negotiated); queued again, not handed
+    /// out (bad data offsets also end that `next_frame` with [`Error::Device`]).
     pub malformed: u64,
     /// Buffers whose sequence number repeated the previous buffer's (a driver quirk; they
     /// are counted above as what they were, too).

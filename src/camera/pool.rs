@@ -63,6 +63,54 @@ impl Slot {
     /// True while a pin holds the buffer's memory: the slot's tensor is the only other
     /// owner of its storage, so a count above one is a `HostPin` (frames share the
     /// tensor, not the storage; caches keep only weak references).
+    /// Checks that the Motion-JPEG frame in this buffer (its first `bytesused` bytes,
+    /// from the plane's offset) is a whole JPEG image of `base`'s size, and gives the
+    /// buffer's tensor the frame's length as its layout. An `Err` says why the frame is
+    /// malformed; the buffer then goes back unchanged.
+    pub(crate) fn accept_compressed(
+        &mut self,
+        base: &crate::image::ImageLayout,
+        bytesused: u32,
+    ) -> Result<()> {
+        let plane = base.planes()[0];
+        let len = (bytesused as usize).saturating_sub(plane.offset);
+        let info = {
+            let map = self.tensor.map()?;
+            let bytes = map.buffer_bytes(0);
+            let data = bytes.get(plane.offset..plane.offset + len).ok_or_else(|| {
+                Error::CorruptFrame(format!(
+                    "bytesused {bytesused} is past the end of the {}-byte buffer",
+                    bytes.len()
+                ))
+            })?;
+            crate::jpeg::parse(data)?
+        };
+        if (info.width, info.height) != (base.width(), base.height()) {
+            return Err(Error::CorruptFrame(format!(
+                "a {}x{} JPEG frame in a {}x{} stream",
+                info.width,
+                info.height,
+                base.width(),
+                base.height()
+            )));
+        }
+        let layout = crate::image::ImageLayout::with_planes(
+            base.width(),
+            base.height(),
+            base.format(),
+            crate::DType::U8,
+            &[crate::image::Plane {
+                stride: len,
+                ..plane
+            }],
+        )?
+        .with_colorimetry(base.colorimetry());
+        let tensor = Arc::get_mut(&mut self.tensor).ok_or_else(|| {
+            Error::Device("a dequeued capture buffer is still referenced by a frame".into())
+        })?;
+        tensor.set_layout(layout)
+    }
+
     pub(crate) fn pinned(&self) -> bool {
         (0..self.tensor.buffer_count()).any(|b| {
             self.tensor

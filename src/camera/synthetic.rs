@@ -1,13 +1,15 @@
-//! The synthetic camera: a moving test pattern in YUYV, NV12 or any Bayer format (the
-//! pattern's RGB mosaicked by the colour filter array, as a RAW sensor without a black
-//! level delivers it), so the pipeline runs on machines without a camera.
+//! The synthetic camera: a moving test pattern in YUYV, NV12, Motion-JPEG (4:2:2, each
+//! frame encoded as a webcam's is) or any Bayer format (the pattern's RGB mosaicked by
+//! the colour filter array, as a RAW sensor without a black level delivers it), so the
+//! pipeline runs on machines without a camera.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::pool::{Captured, Shared, Slot, SlotState};
 use super::{BufferMode, CameraConfig, CaptureFormat};
-use crate::image::{Colorimetry, FormatFamily, PixelFormat, SampleStorage};
+use crate::image::{Colorimetry, FormatFamily, ImageLayout, PixelFormat, SampleStorage};
+use crate::jpeg::{JFIF_COLORIMETRY, JpegEncoder};
 use crate::tensor::{Memory, Tensor};
 use crate::{Error, Result};
 
@@ -41,6 +43,38 @@ pub(crate) fn rgb_to_yuv601([r, g, b]: [u8; 3]) -> [u8; 3] {
         q(128.0 + 224.0 * u),
         q(128.0 + 224.0 * v),
     ]
+}
+
+/// JFIF's (BT.601, full range) Y'CbCr of an RGB colour (rounded): what a JPEG holds.
+pub(crate) fn rgb_to_jfif([r, g, b]: [u8; 3]) -> [u8; 3] {
+    let (r, g, b) = (r as f32, g as f32, b as f32);
+    let y = 0.299 * r + 0.587 * g + 0.114 * b;
+    let q = |x: f32| x.round().clamp(0.0, 255.0) as u8;
+    [q(y), q(128.0 + (b - y) / 1.772), q(128.0 + (r - y) / 1.402)]
+}
+
+/// The quality the synthetic camera encodes Motion-JPEG frames at (webcams use 80-90).
+pub(crate) const MJPEG_QUALITY: u8 = 85;
+
+/// What the synthetic camera needs to send Motion-JPEG: the frame's 4:2:2 planes before
+/// encoding, the encoder, and which frames to damage.
+struct MjpegFrames {
+    /// The frame buffers' layout: the whole buffer, as a driver negotiates it.
+    base: ImageLayout,
+    encoder: JpegEncoder,
+    planes: Vec<u8>,
+    layout: ImageLayout,
+    corrupt_every: Option<u32>,
+}
+
+/// How a damaged synthetic frame is damaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Damage {
+    /// Cut off half way: no end-of-image marker.
+    Truncated,
+    /// An end-of-image marker half way through the scan: the frame looks whole, its data
+    /// ends early.
+    EndsEarly,
 }
 
 /// The RGB colour of pixel (`x`, `y`) of frame `t` of a `w`x`h` pattern: scrolling colour
@@ -85,8 +119,10 @@ pub(crate) struct Pattern {
     sequence: u32,
     next_slot: usize,
     /// One row per row kind (bars, bars + box, ramp, ramp + box): Y'CbCr (4:4:4) for the
-    /// YUV formats, RGB for Bayer.
+    /// YUV formats (JFIF's for Motion-JPEG), RGB for Bayer.
     rows: [Vec<[u8; 3]>; 4],
+    /// Boxed: the Motion-JPEG state is large and most cameras do without it.
+    mjpeg: Option<Box<MjpegFrames>>,
 }
 
 impl Pattern {
@@ -98,7 +134,7 @@ impl Pattern {
                 Some((f, false)) => f,
                 _ => {
                     return Err(Error::Unsupported(format!(
-                        "the synthetic camera makes yuyv, nv12 or a Bayer format, not {}",
+                        "the synthetic camera makes yuyv, nv12, mjpeg or a Bayer format, not {}",
                         crate::image::fourcc_to_string(code)
                     )));
                 }
@@ -106,10 +142,20 @@ impl Pattern {
             None => config.format.unwrap_or(PixelFormat::Yuyv),
         };
         let bayer = format.family() == FormatFamily::Bayer;
-        if !bayer && !matches!(format, PixelFormat::Yuyv | PixelFormat::Nv12) {
+        if !bayer
+            && !matches!(
+                format,
+                PixelFormat::Yuyv | PixelFormat::Nv12 | PixelFormat::Mjpeg
+            )
+        {
             return Err(Error::Unsupported(format!(
-                "the synthetic camera makes yuyv, nv12 or a Bayer format (rggb8, rggb10, \
-                 rggb10p, ...), not {format}"
+                "the synthetic camera makes yuyv, nv12, mjpeg or a Bayer format (rggb8, \
+                 rggb10, rggb10p, ...), not {format}"
+            )));
+        }
+        if config.synthetic_corruption.is_some() && format != PixelFormat::Mjpeg {
+            return Err(Error::InvalidArgument(format!(
+                "synthetic corruption damages Motion-JPEG frames; the camera makes {format}"
             )));
         }
         let (width, height) = config.size.unwrap_or(DEFAULT_SIZE);
@@ -149,7 +195,11 @@ impl Pattern {
             let layout = (*tensor
                 .layout()
                 .ok_or_else(|| Error::InvalidArgument("image tensor without a layout".into()))?)
-            .with_colorimetry(Some(Colorimetry::BT601_LIMITED));
+            .with_colorimetry(Some(if format == PixelFormat::Mjpeg {
+                JFIF_COLORIMETRY
+            } else {
+                Colorimetry::BT601_LIMITED
+            }));
             tensor.set_layout(layout)?;
             slots.push(Slot::new(tensor, [0; 3], Vec::new()));
         }
@@ -169,7 +219,12 @@ impl Pattern {
             height,
             multi_planar_api: false,
             interlaced: false,
-            bytesperline: vec![layout.planes()[0].stride as u32],
+            // V4L2 reports no rows for a compressed format.
+            bytesperline: vec![if format.is_compressed() {
+                0
+            } else {
+                layout.planes()[0].stride as u32
+            }],
             sizeimage: vec![layout.allocation_len(0) as u32],
             v4l2_colorimetry: (0, 0, 0),
             colorimetry: layout.colorimetry(),
@@ -186,6 +241,19 @@ impl Pattern {
             }
         }
         let row = vec![[0u8; 3]; width as usize];
+        let layout_base = layout;
+        let mjpeg = if format == PixelFormat::Mjpeg {
+            let layout = ImageLayout::new(width, height, PixelFormat::I422)?;
+            Some(Box::new(MjpegFrames {
+                base: layout_base,
+                encoder: JpegEncoder::new()?,
+                planes: vec![0; layout.allocation_len(0)],
+                layout,
+                corrupt_every: config.synthetic_corruption,
+            }))
+        } else {
+            None
+        };
         Ok((
             Pattern {
                 width,
@@ -196,6 +264,7 @@ impl Pattern {
                 sequence: 0,
                 next_slot: 0,
                 rows: [row.clone(), row.clone(), row.clone(), row],
+                mjpeg,
             },
             shared,
             capture,
@@ -231,14 +300,29 @@ impl Pattern {
         let n = state.slots.len();
         // Only this camera marks buffers held, so the one found free above still is.
         let index = free(&state)?;
-        let t = self.sequence;
-        self.fill_rows(t);
+        let (t, bytes) = loop {
+            let t = self.sequence;
+            self.fill_rows(t);
+            let slot = &mut state.slots[index];
+            let tensor = Arc::get_mut(&mut slot.tensor).ok_or_else(|| {
+                Error::InvalidArgument("a free synthetic frame buffer is still referenced".into())
+            })?;
+            let bytes = self.draw(tensor, t)?;
+            let Some(base) = self.mjpeg.as_ref().map(|m| m.base) else {
+                break (t, bytes);
+            };
+            // The check a V4L2 camera runs on each Motion-JPEG buffer it dequeues.
+            match slot.accept_compressed(&base, bytes) {
+                Ok(()) => break (t, bytes),
+                Err(e) => {
+                    log::debug!("synthetic camera: frame {t}: {e}; dropping it");
+                    state.stats.malformed += 1;
+                    state.note_sequence(t);
+                    self.sequence = self.sequence.wrapping_add(1);
+                }
+            }
+        };
         let slot = &mut state.slots[index];
-        let tensor = Arc::get_mut(&mut slot.tensor).ok_or_else(|| {
-            Error::InvalidArgument("a free synthetic frame buffer is still referenced".into())
-        })?;
-        self.draw(tensor, t)?;
-        let bytes = tensor.layout().map_or(0, |l| l.required_len(0)) as u32;
         slot.state = SlotState::Held;
         state.note_sequence(t);
         state.stats.frames += 1;
@@ -266,6 +350,8 @@ impl Pattern {
                 };
                 *out = if self.format.cfa().is_some() {
                     rgb
+                } else if self.format == PixelFormat::Mjpeg {
+                    rgb_to_jfif(rgb)
                 } else {
                     rgb_to_yuv601(rgb)
                 };
@@ -274,17 +360,14 @@ impl Pattern {
     }
 
     fn row_kind(&self, t: u32, y: u32) -> usize {
-        let (_, by, bs) = box_at(self.width, self.height, t);
-        let in_box_rows = y >= by && y < by + bs;
-        match (y < self.height * 2 / 3, in_box_rows) {
-            (true, false) => 0,
-            (true, true) => 1,
-            (false, false) => 2,
-            (false, true) => 3,
-        }
+        row_kind(self.width, self.height, t, y)
     }
 
-    fn draw(&self, tensor: &mut Tensor<u8>, t: u32) -> Result<()> {
+    /// Draws frame `t` into `tensor`; returns the bytes it used.
+    fn draw(&mut self, tensor: &mut Tensor<u8>, t: u32) -> Result<u32> {
+        if self.mjpeg.is_some() {
+            return self.draw_mjpeg(tensor, t);
+        }
         let layout = *tensor
             .layout()
             .ok_or_else(|| Error::InvalidArgument("frame tensor without a layout".into()))?;
@@ -304,7 +387,7 @@ impl Pattern {
                     put_code(storage, out, x, v);
                 }
             }
-            return Ok(());
+            return Ok(layout.required_len(0) as u32);
         }
         match self.format {
             PixelFormat::Yuyv => {
@@ -343,7 +426,88 @@ impl Pattern {
                 }
             }
         }
-        Ok(())
+        Ok(layout.required_len(0) as u32)
+    }
+
+    /// Encodes frame `t` as a 4:2:2 JPEG into `tensor` (damaged if it is due to be);
+    /// returns its length.
+    fn draw_mjpeg(&mut self, tensor: &mut Tensor<u8>, t: u32) -> Result<u32> {
+        let Some(m) = self.mjpeg.as_mut() else {
+            return Err(Error::InvalidArgument("not a Motion-JPEG camera".into()));
+        };
+        let w = self.width as usize;
+        let [y_plane, u_plane, v_plane] = [0, 1, 2].map(|i| m.layout.planes()[i]);
+        for y in 0..self.height {
+            let row = &self.rows[row_kind(self.width, self.height, t, y)];
+            let y_at = y_plane.offset + y as usize * y_plane.stride;
+            for (o, px) in m.planes[y_at..y_at + w].iter_mut().zip(row) {
+                *o = px[0];
+            }
+            for (plane, c) in [(u_plane, 1), (v_plane, 2)] {
+                let at = plane.offset + y as usize * plane.stride;
+                for (o, pair) in m.planes[at..at + w / 2].iter_mut().zip(row.chunks_exact(2)) {
+                    *o = avg(pair[0][c], pair[1][c]);
+                }
+            }
+        }
+        let frame = m.encoder.encode(&m.planes, &m.layout, MJPEG_QUALITY)?;
+        let damage = m.corrupt_every.and_then(|n| {
+            let k = t.wrapping_add(1);
+            k.is_multiple_of(n).then(|| {
+                if (k / n) % 2 == 1 {
+                    Damage::Truncated
+                } else {
+                    Damage::EndsEarly
+                }
+            })
+        });
+        let mut map = tensor.map_mut()?;
+        let out = map.buffer_bytes_mut(0);
+        if frame.len() > out.len() {
+            return Err(Error::InvalidArgument(format!(
+                "a {}-byte synthetic JPEG frame does not fit its {}-byte buffer",
+                frame.len(),
+                out.len()
+            )));
+        }
+        let len = match damage {
+            None => {
+                out[..frame.len()].copy_from_slice(frame);
+                frame.len()
+            }
+            Some(Damage::Truncated) => {
+                let half = frame.len() / 2;
+                out[..half].copy_from_slice(&frame[..half]);
+                half
+            }
+            Some(Damage::EndsEarly) => {
+                // The first half, then an end-of-image marker: the markers are whole,
+                // the scan's data is not.
+                let half = frame.len() / 2;
+                out[..half].copy_from_slice(&frame[..half]);
+                // A marker may not follow an FF that stuffs a zero: end on a clean byte.
+                let cut = if out[half - 1] == 0xFF {
+                    half - 1
+                } else {
+                    half
+                };
+                out[cut..cut + 2].copy_from_slice(&[0xFF, 0xD9]);
+                cut + 2
+            }
+        };
+        Ok(len as u32)
+    }
+}
+
+/// Which of the pattern's row kinds row `y` of frame `t` is.
+fn row_kind(width: u32, height: u32, t: u32, y: u32) -> usize {
+    let (_, by, bs) = box_at(width, height, t);
+    let in_box_rows = y >= by && y < by + bs;
+    match (y < height * 2 / 3, in_box_rows) {
+        (true, false) => 0,
+        (true, true) => 1,
+        (false, false) => 2,
+        (false, true) => 3,
     }
 }
 

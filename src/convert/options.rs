@@ -456,6 +456,11 @@ pub struct ConvertInfo {
     /// Affine map from destination coordinates to source coordinates (continuous,
     /// pixel `i` spanning `[i, i + 1)`): `src = [[a, b, c], [d, e, f]] * [x, y, 1]`.
     pub dst_to_src: [[f64; 3]; 2],
+    /// The scale a compressed (`mjpeg`) source was decoded at: 1, or 2, 4 or 8 when the
+    /// decoder downscaled in the DCT domain (1/2, 1/4, 1/8) because the destination
+    /// needed no more. Always 1 for raw sources. The geometry above is in the frame's own
+    /// pixels whatever the scale.
+    pub decode_scale: u32,
 }
 
 impl ConvertInfo {

@@ -548,6 +548,7 @@ impl Plan {
             content: self.valid,
             colorimetry: self.colorimetry,
             dst_to_src: self.dst_to_src,
+            decode_scale: 1,
         }
     }
 }

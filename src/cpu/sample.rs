@@ -58,7 +58,7 @@ pub(crate) fn channel_sources(layout: &ImageLayout) -> ([ChannelSource; 3], usiz
             base,
             intra,
         };
-    let (_, vsub) = format.chroma_subsampling();
+    let (hsub, vsub) = format.chroma_subsampling();
     match format.family() {
         FormatFamily::PackedYuv422 => {
             // Always Some for this family.
@@ -87,7 +87,7 @@ pub(crate) fn channel_sources(layout: &ImageLayout) -> ([ChannelSource; 3], usiz
                 3,
             )
         }
-        FormatFamily::PlanarYuv420 => {
+        FormatFamily::PlanarYuv => {
             let (u, v) = if format.chroma_swapped() {
                 (2, 1)
             } else {
@@ -96,8 +96,8 @@ pub(crate) fn channel_sources(layout: &ImageLayout) -> ([ChannelSource; 3], usiz
             (
                 [
                     on_plane(0, 1, 1, 1, 0, 0),
-                    on_plane(u, vsub, 2, 1, 0, 0),
-                    on_plane(v, vsub, 2, 1, 0, 0),
+                    on_plane(u, vsub, hsub, 1, 0, 0),
+                    on_plane(v, vsub, hsub, 1, 0, 0),
                 ],
                 3,
             )
@@ -117,7 +117,11 @@ pub(crate) fn channel_sources(layout: &ImageLayout) -> ([ChannelSource; 3], usiz
         }
         // Decoded by `decode` (samples wider than a byte, or a demosaic), never sampled
         // as bytes; the first plane stands in so the tables stay well-formed.
-        FormatFamily::Bayer | FormatFamily::DeepGrey | FormatFamily::SemiPlanarYuv16 => {
+        // A compressed frame is decoded into planes before any sampling.
+        FormatFamily::Bayer
+        | FormatFamily::DeepGrey
+        | FormatFamily::SemiPlanarYuv16
+        | FormatFamily::Jpeg => {
             let g = on_plane(0, 1, 1, 1, 0, 0);
             ([g, g, g], 1)
         }

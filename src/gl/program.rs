@@ -17,7 +17,7 @@ pub(crate) enum SourceKind {
     /// NV12/NV21/NV16/NV61: R8 luma + RG8 chroma.
     SemiPlanar,
     /// I420/YV12: three R8 planes (bound Y, U, V whatever the memory order).
-    Planar420,
+    Planar,
     /// Grey: one R8 plane.
     Grey,
     /// RGB/BGR: one R8 plane three bytes per pixel wide.
@@ -43,7 +43,7 @@ impl SourceKind {
     pub(crate) const ALL: [SourceKind; 12] = [
         SourceKind::Packed422,
         SourceKind::SemiPlanar,
-        SourceKind::Planar420,
+        SourceKind::Planar,
         SourceKind::Grey,
         SourceKind::Rgb3,
         SourceKind::Rgba4,
@@ -60,7 +60,7 @@ impl SourceKind {
         Ok(match format.family() {
             FormatFamily::PackedYuv422 => SourceKind::Packed422,
             FormatFamily::SemiPlanarYuv => SourceKind::SemiPlanar,
-            FormatFamily::PlanarYuv420 => SourceKind::Planar420,
+            FormatFamily::PlanarYuv => SourceKind::Planar,
             FormatFamily::Grey => SourceKind::Grey,
             FormatFamily::PackedRgb if format.channels() == 3 => SourceKind::Rgb3,
             FormatFamily::PackedRgb => SourceKind::Rgba4,
@@ -74,6 +74,11 @@ impl SourceKind {
             },
             FormatFamily::DeepGrey => SourceKind::DeepGrey,
             FormatFamily::SemiPlanarYuv16 => SourceKind::SemiPlanar16,
+            FormatFamily::Jpeg => {
+                return Err(Error::Unsupported(format!(
+                    "{format} frames are decoded into YUV planes before GL sees them; convert                      them with ImageProcessor::convert"
+                )));
+            }
             FormatFamily::PlanarRgb => {
                 return Err(Error::Unsupported(format!(
                     "{format} is not a GL source format (`Backend::Gl.source_formats()` lists \
@@ -87,7 +92,7 @@ impl SourceKind {
         match self {
             SourceKind::Packed422 => "SRC_PACKED422",
             SourceKind::SemiPlanar => "SRC_SEMIPLANAR",
-            SourceKind::Planar420 => "SRC_PLANAR420",
+            SourceKind::Planar => "SRC_PLANAR",
             SourceKind::Grey => "SRC_GREY",
             SourceKind::Rgb3 => "SRC_RGB3",
             SourceKind::Rgba4 => "SRC_RGBA4",
@@ -110,6 +115,7 @@ pub(crate) struct Uniforms {
     pub(crate) sel: [Option<glow::UniformLocation>; 4],
     pub(crate) rgb_pos: Option<glow::UniformLocation>,
     pub(crate) chroma_vshift: Option<glow::UniformLocation>,
+    pub(crate) chroma_hshift: Option<glow::UniformLocation>,
     pub(crate) color: [Option<glow::UniformLocation>; 3],
     pub(crate) pad: Option<glow::UniformLocation>,
     pub(crate) dtype: Option<glow::UniformLocation>,
@@ -181,6 +187,7 @@ impl Program {
                 sel: [u("u_sel0"), u("u_sel1"), u("u_sel2"), u("u_sel3")],
                 rgb_pos: u("u_rgb_pos"),
                 chroma_vshift: u("u_chroma_vshift"),
+                chroma_hshift: u("u_chroma_hshift"),
                 color: [u("u_color0"), u("u_color1"), u("u_color2")],
                 pad: u("u_pad"),
                 dtype: u("u_dtype"),

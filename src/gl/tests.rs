@@ -61,9 +61,10 @@ fn ref_fetch(l: &ImageLayout, b: &[Vec<u8>], x: usize, y: usize) -> [f64; 3] {
             let (u, v) = if f.chroma_swapped() { (v, u) } else { (u, v) };
             [at(0, y * st(0) + x), u, v]
         }
-        FormatFamily::PlanarYuv420 => {
+        FormatFamily::PlanarYuv => {
             let (up, vp) = if f.chroma_swapped() { (2, 1) } else { (1, 2) };
-            let (cx, cy) = (x / 2, y / 2);
+            let (hs, vs) = f.chroma_subsampling();
+            let (cx, cy) = (x / hs as usize, y / vs as usize);
             [
                 at(0, y * st(0) + x),
                 at(up, cy * st(up) + cx),
@@ -95,7 +96,7 @@ fn ref_fetch(l: &ImageLayout, b: &[Vec<u8>], x: usize, y: usize) -> [f64; 3] {
         }
         // Not sampled here: planar RGB is no GL source, and Bayer sources are left to
         // tests/gl_convert.rs (see `sources`).
-        FormatFamily::PlanarRgb | FormatFamily::Bayer => unreachable!(),
+        FormatFamily::PlanarRgb | FormatFamily::Bayer | FormatFamily::Jpeg => unreachable!(),
     }
 }
 
@@ -272,7 +273,7 @@ fn sources() -> Vec<PixelFormat> {
         .source_formats()
         .iter()
         .copied()
-        .filter(|f| f.family() != FormatFamily::Bayer)
+        .filter(|f| f.family() != FormatFamily::Bayer && !f.is_compressed())
         .collect()
 }
 const DESTS: &[PixelFormat] = crate::Backend::Gl.destination_formats();

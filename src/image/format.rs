@@ -32,8 +32,8 @@ pub enum FormatFamily {
     PackedYuv422,
     /// Y plane + one interleaved chroma plane (NV12, NV21: 4:2:0; NV16, NV61: 4:2:2).
     SemiPlanarYuv,
-    /// Y, U and V planes, 4:2:0 (I420, YV12).
-    PlanarYuv420,
+    /// Y, U and V planes: 4:2:0 (I420, YV12), 4:2:2 (I422) or 4:4:4 (I444).
+    PlanarYuv,
     /// One 8-bit luma channel.
     Grey,
     /// Interleaved RGB(A) channels.
@@ -49,6 +49,9 @@ pub enum FormatFamily {
     /// 4:2:0 Y plane + interleaved CbCr plane of 16-bit little-endian samples holding
     /// 10, 12 or 16 significant bits in their high bits (P010, P012, P016). Source only.
     SemiPlanarYuv16,
+    /// A compressed frame (Motion-JPEG): one buffer of bytes, decoded before the
+    /// conversion. Source only.
+    Jpeg,
 }
 
 /// The colour of the 2x2 colour-filter-array tile's top-left, top-right, bottom-left and
@@ -188,6 +191,16 @@ pub enum PixelFormat {
     I420,
     /// Y, V, U planes, chroma at half width and half height.
     Yv12,
+    /// Y, U, V planes, chroma at half width and full height (V4L2 `422P`).
+    I422,
+    /// Y, U, V planes, chroma at full width and full height (V4L2 `YM24`).
+    I444,
+    /// Motion-JPEG: each frame one JPEG image (V4L2 `MJPG`, also read from `JPEG`), its
+    /// length the driver's `bytesused`. Decoded by libjpeg-turbo into its own YUV planes
+    /// (at 1/2, 1/4 or 1/8 scale where the output allows), then converted like `i422`,
+    /// `i420`, `i444` or `grey`. Not in [`PixelFormat::ALL`] (the raw formats): see
+    /// [`PixelFormat::COMPRESSED`].
+    Mjpeg,
     /// 8-bit luma only.
     Grey,
     /// Packed bytes R G B.
@@ -265,8 +278,9 @@ pub enum PixelFormat {
 }
 
 impl PixelFormat {
-    /// Every format pinframe knows, in the order the CLI lists them.
-    pub const ALL: [PixelFormat; 47] = [
+    /// Every raw (uncompressed) format pinframe knows, in the order the CLI lists them.
+    /// The compressed ones are in [`PixelFormat::COMPRESSED`].
+    pub const ALL: [PixelFormat; 49] = [
         PixelFormat::Yuyv,
         PixelFormat::Uyvy,
         PixelFormat::Yvyu,
@@ -277,6 +291,8 @@ impl PixelFormat {
         PixelFormat::Nv61,
         PixelFormat::I420,
         PixelFormat::Yv12,
+        PixelFormat::I422,
+        PixelFormat::I444,
         PixelFormat::Grey,
         PixelFormat::Rgb,
         PixelFormat::Bgr,
@@ -316,6 +332,27 @@ impl PixelFormat {
         PixelFormat::P016,
     ];
 
+    /// The compressed formats: decoded on the CPU, then converted as a raw format is.
+    pub const COMPRESSED: [PixelFormat; 1] = [PixelFormat::Mjpeg];
+
+    /// Every source format a conversion reads: [`PixelFormat::ALL`], then
+    /// [`PixelFormat::COMPRESSED`].
+    pub const SOURCES: [PixelFormat; 50] = {
+        let mut out = [PixelFormat::Grey; 50];
+        let mut i = 0;
+        while i < PixelFormat::ALL.len() {
+            out[i] = PixelFormat::ALL[i];
+            i += 1;
+        }
+        let mut j = 0;
+        while j < PixelFormat::COMPRESSED.len() {
+            out[i + j] = PixelFormat::COMPRESSED[j];
+            j += 1;
+        }
+        assert!(i + j == out.len(), "SOURCES has the wrong length");
+        out
+    };
+
     /// The lowercase name (`yuyv`, `nv12`, `planar-rgb`, ...).
     pub const fn name(self) -> &'static str {
         match self {
@@ -329,6 +366,9 @@ impl PixelFormat {
             PixelFormat::Nv61 => "nv61",
             PixelFormat::I420 => "i420",
             PixelFormat::Yv12 => "yv12",
+            PixelFormat::I422 => "i422",
+            PixelFormat::I444 => "i444",
+            PixelFormat::Mjpeg => "mjpeg",
             PixelFormat::Grey => "grey",
             PixelFormat::Rgb => "rgb",
             PixelFormat::Bgr => "bgr",
@@ -378,7 +418,10 @@ impl PixelFormat {
             PixelFormat::Nv12 | PixelFormat::Nv21 | PixelFormat::Nv16 | PixelFormat::Nv61 => {
                 FormatFamily::SemiPlanarYuv
             }
-            PixelFormat::I420 | PixelFormat::Yv12 => FormatFamily::PlanarYuv420,
+            PixelFormat::I420 | PixelFormat::Yv12 | PixelFormat::I422 | PixelFormat::I444 => {
+                FormatFamily::PlanarYuv
+            }
+            PixelFormat::Mjpeg => FormatFamily::Jpeg,
             PixelFormat::Grey => FormatFamily::Grey,
             PixelFormat::Rgb | PixelFormat::Bgr | PixelFormat::Rgba | PixelFormat::Bgra => {
                 FormatFamily::PackedRgb
@@ -435,9 +478,18 @@ impl PixelFormat {
     }
 
     /// True for formats pinframe reads but never writes (Bayer, deep grey, 16-bit YUV,
-    /// and every YUV format).
+    /// every YUV format, and the compressed ones).
     pub const fn is_source_only(self) -> bool {
-        self.is_yuv() || matches!(self.family(), FormatFamily::Bayer | FormatFamily::DeepGrey)
+        self.is_yuv()
+            || matches!(
+                self.family(),
+                FormatFamily::Bayer | FormatFamily::DeepGrey | FormatFamily::Jpeg
+            )
+    }
+
+    /// True for the compressed formats ([`PixelFormat::COMPRESSED`]).
+    pub const fn is_compressed(self) -> bool {
+        matches!(self.family(), FormatFamily::Jpeg)
     }
 
     /// The multiples a width and a height of this format must be: 2 and 2 for Bayer (a
@@ -457,7 +509,7 @@ impl PixelFormat {
             self.family(),
             FormatFamily::PackedYuv422
                 | FormatFamily::SemiPlanarYuv
-                | FormatFamily::PlanarYuv420
+                | FormatFamily::PlanarYuv
                 | FormatFamily::SemiPlanarYuv16
         )
     }
@@ -469,9 +521,10 @@ impl PixelFormat {
             | FormatFamily::Grey
             | FormatFamily::PackedRgb
             | FormatFamily::Bayer
-            | FormatFamily::DeepGrey => 1,
+            | FormatFamily::DeepGrey
+            | FormatFamily::Jpeg => 1,
             FormatFamily::SemiPlanarYuv | FormatFamily::SemiPlanarYuv16 => 2,
-            FormatFamily::PlanarYuv420 | FormatFamily::PlanarRgb => 3,
+            FormatFamily::PlanarYuv | FormatFamily::PlanarRgb => 3,
         }
     }
 
@@ -483,7 +536,8 @@ impl PixelFormat {
             | PixelFormat::Yvyu
             | PixelFormat::Vyuy
             | PixelFormat::Nv16
-            | PixelFormat::Nv61 => (2, 1),
+            | PixelFormat::Nv61
+            | PixelFormat::I422 => (2, 1),
             PixelFormat::Nv12
             | PixelFormat::Nv21
             | PixelFormat::I420
@@ -550,6 +604,8 @@ impl PixelFormat {
             PixelFormat::Nv61 => F::Nv61,
             PixelFormat::I420 => F::Yuv420,
             PixelFormat::Yv12 => F::Yvu420,
+            PixelFormat::I422 => F::Yuv422,
+            PixelFormat::I444 => F::Yuv444,
             PixelFormat::Grey => F::R8,
             PixelFormat::Rgb => F::Bgr888,
             PixelFormat::Bgr => F::Rgb888,
@@ -577,6 +633,8 @@ impl PixelFormat {
             PixelFormat::Nv61 => fourcc(b"NV61"),
             PixelFormat::I420 => fourcc(b"YU12"),
             PixelFormat::Yv12 => fourcc(b"YV12"),
+            PixelFormat::I422 => fourcc(b"422P"),
+            PixelFormat::Mjpeg => fourcc(b"MJPG"),
             PixelFormat::Grey => fourcc(b"GREY"),
             PixelFormat::Rgb => fourcc(b"RGB3"),
             PixelFormat::Bgr => fourcc(b"BGR3"),
@@ -611,7 +669,10 @@ impl PixelFormat {
             PixelFormat::Y16 => fourcc(b"Y16 "),
             PixelFormat::P010 => fourcc(b"P010"),
             PixelFormat::P012 => fourcc(b"P012"),
-            PixelFormat::PlanarRgb | PixelFormat::PlanarBgr | PixelFormat::P016 => return None,
+            PixelFormat::PlanarRgb
+            | PixelFormat::PlanarBgr
+            | PixelFormat::P016
+            | PixelFormat::I444 => return None,
         })
     }
 
@@ -624,13 +685,19 @@ impl PixelFormat {
             PixelFormat::Nv61 => fourcc(b"NM61"),
             PixelFormat::I420 => fourcc(b"YM12"),
             PixelFormat::Yv12 => fourcc(b"YM21"),
+            PixelFormat::I422 => fourcc(b"YM16"),
+            PixelFormat::I444 => fourcc(b"YM24"),
             _ => return None,
         })
     }
 
     /// Maps a V4L2 fourcc to a format; the flag is true for the one-buffer-per-plane variants.
     pub fn from_v4l2_fourcc(code: u32) -> Option<(PixelFormat, bool)> {
-        PixelFormat::ALL.iter().find_map(|&f| {
+        // `JPEG` is what some drivers call the same Motion-JPEG stream.
+        if code == fourcc(b"JPEG") {
+            return Some((PixelFormat::Mjpeg, false));
+        }
+        PixelFormat::SOURCES.iter().find_map(|&f| {
             if f.v4l2_fourcc() == Some(code) {
                 Some((f, false))
             } else if f.v4l2_multi_buffer_fourcc() == Some(code) {
@@ -663,6 +730,9 @@ impl FromStr for PixelFormat {
         let alias = match lower.as_str() {
             "gray" | "y8" => "grey",
             "yu12" => "i420",
+            "422p" | "yuv422p" => "i422",
+            "yuv444p" => "i444",
+            "mjpg" | "jpeg" | "motion-jpeg" => "mjpeg",
             "rgb3" | "rgb24" => "rgb",
             "bgr3" | "bgr24" => "bgr",
             "planar_rgb" | "rgbp" => "planar-rgb",
@@ -677,12 +747,12 @@ impl FromStr for PixelFormat {
             "gbrg" => "gbrg8",
             other => other,
         };
-        PixelFormat::ALL
+        PixelFormat::SOURCES
             .iter()
             .copied()
             .find(|f| f.name() == alias)
             .ok_or_else(|| {
-                let names: Vec<&str> = PixelFormat::ALL.iter().map(|f| f.name()).collect();
+                let names: Vec<&str> = PixelFormat::SOURCES.iter().map(|f| f.name()).collect();
                 Error::InvalidArgument(format!(
                     "unknown pixel format {s:?}; expected one of: {}",
                     names.join(" ")
@@ -697,7 +767,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for f in PixelFormat::ALL {
+        for f in PixelFormat::SOURCES {
             assert_eq!(f.name().parse::<PixelFormat>().unwrap(), f);
         }
         assert!("nv13".parse::<PixelFormat>().is_err());
@@ -705,7 +775,12 @@ mod tests {
 
     #[test]
     fn v4l2_fourccs_round_trip() {
-        for f in PixelFormat::ALL {
+        assert_eq!(
+            PixelFormat::from_v4l2_fourcc(fourcc(b"JPEG")),
+            Some((PixelFormat::Mjpeg, false))
+        );
+        assert!(PixelFormat::Mjpeg.is_compressed() && PixelFormat::Mjpeg.is_source_only());
+        for f in PixelFormat::SOURCES {
             if let Some(c) = f.v4l2_fourcc() {
                 assert_eq!(PixelFormat::from_v4l2_fourcc(c), Some((f, false)), "{f}");
             }
@@ -719,7 +794,7 @@ mod tests {
     #[test]
     fn drm_fourccs_are_drm_fourcc_h_codes() {
         // The character codes of drm_fourcc.h, written out independently of the crate.
-        let want: [(PixelFormat, &[u8; 4]); 15] = [
+        let want: [(PixelFormat, &[u8; 4]); 17] = [
             (PixelFormat::Yuyv, b"YUYV"),
             (PixelFormat::Uyvy, b"UYVY"),
             (PixelFormat::Yvyu, b"YVYU"),
@@ -730,6 +805,8 @@ mod tests {
             (PixelFormat::Nv61, b"NV61"),
             (PixelFormat::I420, b"YU12"),
             (PixelFormat::Yv12, b"YV12"),
+            (PixelFormat::I422, b"YU16"),
+            (PixelFormat::I444, b"YU24"),
             (PixelFormat::Grey, b"R8  "),
             // Memory byte order R,G,B is DRM's BGR888 (little-endian [23:0] B:G:R).
             (PixelFormat::Rgb, b"BG24"),

@@ -99,8 +99,12 @@ impl ImageLayout {
         let mut planes = Vec::with_capacity(format.plane_count());
         let mut offset = 0usize;
         for i in 0..format.plane_count() {
-            let row = plane_row_bytes(width, format, dtype, i)
-                .ok_or_else(|| overflow(width, height, format))?;
+            let row = if format.is_compressed() {
+                compressed_capacity(width, height)
+            } else {
+                plane_row_bytes(width, format, dtype, i)
+                    .ok_or_else(|| overflow(width, height, format))?
+            };
             let stride = align_up(row, alignment).ok_or_else(|| overflow(width, height, format))?;
             offset = align_up(offset, alignment).ok_or_else(|| overflow(width, height, format))?;
             planes.push(Plane::new(offset, stride));
@@ -115,8 +119,12 @@ impl ImageLayout {
 
     /// An image in one buffer whose first plane has row pitch `stride` bytes; the other
     /// planes follow it directly, with the pitch the format implies (the same pitch for
-    /// a semi-planar chroma plane, half of it, rounded up, for I420/YV12 chroma, `stride`
-    /// for each planar-RGB plane). This is how V4L2 describes single-buffer formats.
+    /// a semi-planar chroma plane, half of it, rounded up, for I420/YV12/I422 chroma,
+    /// `stride` for I444 chroma and for each planar-RGB plane). This is how V4L2 describes
+    /// single-buffer formats.
+    ///
+    /// For a compressed format (`mjpeg`) `stride` is the length of the frame's data (the
+    /// driver's `bytesused`): the layout is one "row" of that many bytes.
     pub fn with_stride(
         width: u32,
         height: u32,
@@ -128,8 +136,8 @@ impl ImageLayout {
         let mut planes = Vec::with_capacity(format.plane_count());
         let mut offset = 0usize;
         for i in 0..format.plane_count() {
-            let plane_stride = if i > 0 && format.family() == FormatFamily::PlanarYuv420 {
-                stride.div_ceil(2)
+            let plane_stride = if i > 0 && format.family() == FormatFamily::PlanarYuv {
+                stride.div_ceil(format.chroma_subsampling().0 as usize)
             } else {
                 stride
             };
@@ -188,6 +196,12 @@ impl ImageLayout {
         for (i, p) in planes.iter().enumerate() {
             let row = plane_row_bytes(width, format, dtype, i)
                 .ok_or_else(|| overflow(width, height, format))?;
+            // A compressed frame is one row holding all of its data.
+            let row = if format.is_compressed() {
+                p.stride.max(row)
+            } else {
+                row
+            };
             if p.stride < row {
                 let hint = if format.is_yuv() && width % 2 == 1 {
                     format!(
@@ -340,8 +354,12 @@ impl ImageLayout {
         plane_rows(self.height, self.format, i)
     }
 
-    /// Bytes of image data in one row of plane `i` (excluding pitch padding).
+    /// Bytes of image data in one row of plane `i` (excluding pitch padding); for a
+    /// compressed format, the length of the frame's data.
     pub fn plane_row_bytes(&self, i: usize) -> usize {
+        if self.format.is_compressed() {
+            return self.planes[i].stride;
+        }
         // Cannot overflow: checked when the layout was built.
         plane_row_bytes(self.width, self.format, self.dtype, i).unwrap_or(usize::MAX)
     }
@@ -403,9 +421,19 @@ impl ImageLayout {
             FormatFamily::Grey => vec![h, w, 1],
             FormatFamily::PlanarRgb => vec![3, h, w],
             FormatFamily::PackedYuv422 => vec![h, w, 2],
-            FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv420 => {
-                vec![h + self.plane_height(1) as usize, w]
+            FormatFamily::SemiPlanarYuv => vec![h + self.plane_height(1) as usize, w],
+            // Both chroma planes in rows of the luma width: half a row each for 4:2:x,
+            // a whole row each for 4:4:4.
+            FormatFamily::PlanarYuv => {
+                let chroma_rows = self.plane_height(1) as usize;
+                let per_row = if self.format.chroma_subsampling().0 == 1 {
+                    2
+                } else {
+                    1
+                };
+                vec![h + chroma_rows * per_row, w]
             }
+            FormatFamily::Jpeg => vec![self.plane_row_bytes(0)],
             // Rows of bytes: a sample may span bytes (16-bit words, CSI-2 groups).
             FormatFamily::Bayer | FormatFamily::DeepGrey => vec![h, self.plane_row_bytes(0)],
             FormatFamily::SemiPlanarYuv16 => {
@@ -435,6 +463,16 @@ impl fmt::Debug for ImageLayout {
     }
 }
 
+/// The shortest data a compressed frame can have: a JPEG's start and end markers.
+const MIN_JPEG_BYTES: usize = 4;
+
+/// The buffer a compressed frame of `width`x`height` is given when nobody says how big
+/// (`ImageLayout::new`, `Tensor::image`): two bytes a pixel, as V4L2 drivers size their
+/// Motion-JPEG buffers, plus room for the headers of a tiny frame.
+pub fn compressed_capacity(width: u32, height: u32) -> usize {
+    width as usize * height as usize * 2 + 64 * 1024
+}
+
 fn overflow(width: u32, height: u32, format: PixelFormat) -> Error {
     Error::InvalidLayout(format!("{width}x{height} {format}: size overflows"))
 }
@@ -443,12 +481,10 @@ fn overflow(width: u32, height: u32, format: PixelFormat) -> Error {
 fn plane_samples(width: u32, format: PixelFormat, i: usize) -> u32 {
     match format.family() {
         FormatFamily::PackedYuv422 => div_ceil(width, 2) * 2,
-        FormatFamily::SemiPlanarYuv
-        | FormatFamily::PlanarYuv420
-        | FormatFamily::SemiPlanarYuv16
+        FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv | FormatFamily::SemiPlanarYuv16
             if i > 0 =>
         {
-            div_ceil(width, 2)
+            div_ceil(width, format.chroma_subsampling().0)
         }
         _ => width,
     }
@@ -468,8 +504,8 @@ fn plane_row_bytes(width: u32, format: PixelFormat, dtype: DType, i: usize) -> O
     let samples_bytes = match format.family() {
         FormatFamily::PackedYuv422 => w.div_ceil(2).checked_mul(4)?,
         FormatFamily::SemiPlanarYuv if i > 0 => w.div_ceil(2).checked_mul(2)?,
-        FormatFamily::PlanarYuv420 if i > 0 => w.div_ceil(2),
-        FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv420 => w,
+        FormatFamily::PlanarYuv if i > 0 => w.div_ceil(format.chroma_subsampling().0 as usize),
+        FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv => w,
         FormatFamily::Grey | FormatFamily::PlanarRgb => w.checked_mul(dtype.size())?,
         FormatFamily::PackedRgb => w
             .checked_mul(format.channels())?
@@ -480,6 +516,7 @@ fn plane_row_bytes(width: u32, format: PixelFormat, dtype: DType, i: usize) -> O
         }
         FormatFamily::SemiPlanarYuv16 if i > 0 => w.div_ceil(2).checked_mul(4)?,
         FormatFamily::SemiPlanarYuv16 => w.checked_mul(2)?,
+        FormatFamily::Jpeg => MIN_JPEG_BYTES,
     };
     Some(samples_bytes)
 }

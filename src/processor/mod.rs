@@ -4,11 +4,13 @@
 //! [`Plan`](crate::convert::Plan) it hands them: picking a backend, counting what they did
 //! and falling back (counted, logged once) is decided here and nowhere else.
 
+mod mjpeg;
+
 use crate::convert::{ConvertInfo, ConvertOptions, Plan};
 use crate::cpu::{CpuConverter, Threads};
 use crate::image::{FormatFamily, ImageLayout, PixelFormat};
 use crate::log_once::LogOnce;
-use crate::tensor::Tensor;
+use crate::tensor::{Memory, Tensor};
 use crate::{Element, Error, Result};
 
 /// Which backend an [`ImageProcessor`] runs conversions on.
@@ -38,13 +40,14 @@ const DESTINATION_FORMATS: [PixelFormat; 7] = [
 
 /// The sources the GL backend samples: every format but planar RGB/BGR, which are
 /// destination layouts (no camera delivers them); GL refuses them with
-/// `Error::Unsupported`, the CPU backend converts them. Derived from `PixelFormat::ALL`
-/// at compile time, so a new format is listed without restating the others.
-const GL_SOURCE_FORMATS: [PixelFormat; PixelFormat::ALL.len() - 2] = {
-    let mut out = [PixelFormat::Grey; PixelFormat::ALL.len() - 2];
+/// `Error::Unsupported`, the CPU backend converts them. Compressed sources are decoded on
+/// the CPU and their planes converted on GL. Derived from `PixelFormat::SOURCES` at
+/// compile time, so a new format is listed without restating the others.
+const GL_SOURCE_FORMATS: [PixelFormat; PixelFormat::SOURCES.len() - 2] = {
+    let mut out = [PixelFormat::Grey; PixelFormat::SOURCES.len() - 2];
     let (mut i, mut n) = (0, 0);
-    while i < PixelFormat::ALL.len() {
-        let f = PixelFormat::ALL[i];
+    while i < PixelFormat::SOURCES.len() {
+        let f = PixelFormat::SOURCES[i];
         if !matches!(f.family(), FormatFamily::PlanarRgb) {
             out[n] = f;
             n += 1;
@@ -72,11 +75,12 @@ impl Backend {
     /// use pinframe::{Backend, PixelFormat};
     /// assert!(Backend::Gl.source_formats().contains(&PixelFormat::Nv12));
     /// assert!(!Backend::Gl.source_formats().contains(&PixelFormat::PlanarRgb));
-    /// assert_eq!(Backend::Cpu.source_formats(), &PixelFormat::ALL);
+    /// assert!(Backend::Gl.source_formats().contains(&PixelFormat::Mjpeg));
+    /// assert_eq!(Backend::Cpu.source_formats(), &PixelFormat::SOURCES);
     /// ```
     pub const fn source_formats(self) -> &'static [PixelFormat] {
         match self {
-            Backend::Auto | Backend::Cpu => &PixelFormat::ALL,
+            Backend::Auto | Backend::Cpu => &PixelFormat::SOURCES,
             Backend::Gl => &GL_SOURCE_FORMATS,
         }
     }
@@ -151,6 +155,8 @@ pub struct ImageProcessor {
     #[cfg(feature = "gl")]
     gl: Option<crate::gl::GlBackend>,
     cpu: CpuConverter,
+    /// The decoder and planes of compressed sources.
+    mjpeg: mjpeg::MjpegStage,
     threads: Threads,
     stats: ProcessorStats,
     /// Causes of GL → CPU fallbacks already logged (DESIGN.md invariant 8: logged once).
@@ -232,6 +238,7 @@ impl ImageProcessor {
             #[cfg(feature = "gl")]
             gl: None,
             cpu: CpuConverter::new(),
+            mjpeg: mjpeg::MjpegStage::default(),
             threads: Threads::Pool,
             stats: ProcessorStats::default(),
             fallbacks: LogOnce::default(),
@@ -320,20 +327,61 @@ impl ImageProcessor {
         dst_layout: &ImageLayout,
         options: &ConvertOptions,
     ) -> Result<ConvertInfo> {
+        if src_layout.format().is_compressed() {
+            let data = src.first().copied().unwrap_or_default();
+            let data = mjpeg::frame_bytes(data, src_layout)?;
+            let memory = self.decoded_planes_memory();
+            let decoded = self
+                .mjpeg
+                .decode(data, src_layout, dst_layout, options, memory)?;
+            let planes = self.mjpeg.take_planes()?;
+            let result = (|| {
+                let map = planes.map()?;
+                let bytes = [map.buffer_bytes(0)];
+                let layout = planes.layout().copied().unwrap_or(*src_layout);
+                self.run_buffers(&decoded.plan, &bytes, &layout, dst, dst_layout)
+            })();
+            self.mjpeg.restore_planes(planes);
+            result?;
+            return Ok(decoded.info);
+        }
         let plan = Plan::new(src_layout, dst_layout, options)?;
+        self.run_buffers(&plan, src, src_layout, dst, dst_layout)?;
+        Ok(plan.info())
+    }
+
+    /// Memory for the planes a compressed frame is decoded into: the heap for the CPU;
+    /// for GL whatever the machine offers first (a dma-buf GL can import, else memory
+    /// it uploads from).
+    fn decoded_planes_memory(&self) -> Option<Memory> {
+        match self.backend {
+            Backend::Gl => None,
+            _ => Some(Memory::Heap),
+        }
+    }
+
+    /// Runs `plan` over sources in plain memory, on GL or the CPU.
+    fn run_buffers<T: Element>(
+        &mut self,
+        plan: &Plan,
+        src: &[&[u8]],
+        src_layout: &ImageLayout,
+        dst: &mut [T],
+        dst_layout: &ImageLayout,
+    ) -> Result<()> {
         #[cfg(feature = "gl")]
         if let Some(r) = self.try_gl(|gl| {
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut *dst);
-            gl.convert_bytes(&plan, src_layout, src, dst_layout, &mut [bytes])
+            gl.convert_bytes(plan, src_layout, src, dst_layout, &mut [bytes])
         }) {
             r?;
             self.stats.frames += 1;
-            return Ok(plan.info());
+            return Ok(());
         }
         self.cpu
-            .convert(&plan, src, src_layout, dst, dst_layout, self.threads)?;
+            .convert(plan, src, src_layout, dst, dst_layout, self.threads)?;
         self.stats.frames += 1;
-        Ok(plan.info())
+        Ok(())
     }
 
     /// Converts `src` into `dst` with the default options: the whole source stretched to
@@ -388,12 +436,41 @@ impl ImageProcessor {
                 o.other_buffer
             )));
         }
+        if src_layout.format().is_compressed() {
+            let memory = self.decoded_planes_memory();
+            let decoded = {
+                let map = src.map()?;
+                let data = mjpeg::frame_bytes(map.buffer_bytes(0), src_layout)?;
+                self.mjpeg
+                    .decode(data, src_layout, dst_layout, options, memory)?
+            };
+            let planes = self.mjpeg.take_planes()?;
+            let result = self.run_tensors(&decoded.plan, &planes, dst, dst_layout);
+            self.mjpeg.restore_planes(planes);
+            result?;
+            return Ok(decoded.info);
+        }
         let plan = Plan::new(src_layout, dst_layout, options)?;
+        self.run_tensors(&plan, src, dst, dst_layout)?;
+        Ok(plan.info())
+    }
+
+    /// Runs `plan` from the image `src` into `dst`, on GL or the CPU.
+    fn run_tensors<T: Element>(
+        &mut self,
+        plan: &Plan,
+        src: &Tensor<u8>,
+        dst: &mut Tensor<T>,
+        dst_layout: &ImageLayout,
+    ) -> Result<()> {
+        let src_layout = src.layout().ok_or_else(|| {
+            Error::InvalidArgument("the source tensor has no image layout".into())
+        })?;
         #[cfg(feature = "gl")]
-        if let Some(r) = self.try_gl(|gl| gl.convert(&plan, src, dst)) {
+        if let Some(r) = self.try_gl(|gl| gl.convert(plan, src, dst)) {
             r?;
             self.stats.frames += 1;
-            return Ok(plan.info());
+            return Ok(());
         }
         let count = src_layout.buffer_count();
         if count > MAX_SOURCE_BUFFERS {
@@ -409,7 +486,7 @@ impl ImageProcessor {
         }
         let mut dst_map = dst.map_mut()?;
         self.cpu.convert(
-            &plan,
+            plan,
             &src_bufs[..count],
             src_layout,
             &mut dst_map,
@@ -417,7 +494,7 @@ impl ImageProcessor {
             self.threads,
         )?;
         self.stats.frames += 1;
-        Ok(plan.info())
+        Ok(())
     }
 }
 

@@ -233,6 +233,8 @@ pub fn fetch_with(bufs: &[Vec<u8>], l: &ImageLayout, isp: &Isp, x: u32, y: u32) 
         }
         I420 => [at(0, y, x), at(1, y / 2, x / 2), at(2, y / 2, x / 2)],
         Yv12 => [at(0, y, x), at(2, y / 2, x / 2), at(1, y / 2, x / 2)],
+        I422 => [at(0, y, x), at(1, y, x / 2), at(2, y, x / 2)],
+        I444 => [at(0, y, x), at(1, y, x), at(2, y, x)],
         Grey => {
             let g = at(0, y, x);
             [g, g, g]
@@ -251,7 +253,20 @@ fn is_yuv(f: PixelFormat) -> bool {
     use PixelFormat::*;
     matches!(
         f,
-        Yuyv | Uyvy | Yvyu | Vyuy | Nv12 | Nv21 | Nv16 | Nv61 | I420 | Yv12 | P010 | P012 | P016
+        Yuyv | Uyvy
+            | Yvyu
+            | Vyuy
+            | Nv12
+            | Nv21
+            | Nv16
+            | Nv61
+            | I420
+            | Yv12
+            | I422
+            | I444
+            | P010
+            | P012
+            | P016
     )
 }
 

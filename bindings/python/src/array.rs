@@ -283,7 +283,7 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
             };
             ImageLayout::with_stride(to_u32(width)?, to_u32(sh[0])?, format, a.dtype, st[0])
         }
-        FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv420 => {
+        FormatFamily::SemiPlanarYuv | FormatFamily::PlanarYuv => {
             if sh.len() != 2 {
                 return Err(shape_err("(height + chroma rows, width)"));
             }
@@ -292,7 +292,7 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
             }
             let rows = sh[0];
             let height = luma_height(format, rows)?;
-            if format.family() == FormatFamily::PlanarYuv420 {
+            if format.family() == FormatFamily::PlanarYuv {
                 // The two chroma planes share the array's rows only when tightly packed.
                 if !sh[1].is_multiple_of(2) || st[0] != sh[1] {
                     return Err(not_in_place(

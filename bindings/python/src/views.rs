@@ -162,7 +162,7 @@ pub(crate) fn geometry(
             }
             vec![s0, 1]
         }
-        FormatFamily::PlanarYuv420 => {
+        FormatFamily::PlanarYuv => {
             let (p1, p2) = (planes[1], planes[2]);
             let ch = layout.plane_height(1) as usize;
             let tight = w % 2 == 0

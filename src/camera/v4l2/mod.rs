@@ -69,7 +69,7 @@ pub(crate) fn open(path: &Path, config: &CameraConfig) -> Result<Opened> {
             Error::Unsupported(format!(
                 "camera {dev}: {}; pinframe converts {}",
                 supported_list(&formats),
-                PixelFormat::ALL
+                PixelFormat::SOURCES
                     .iter()
                     .filter(|f| f.v4l2_fourcc().is_some())
                     .map(|f| f.name())

@@ -19,6 +19,11 @@ pub(crate) fn colorimetry(
     ycbcr_enc: u32,
     quantization: u32,
 ) -> Option<Colorimetry> {
+    if format.is_compressed() {
+        // A Motion-JPEG frame's samples are JFIF's whatever the driver reports (uvcvideo
+        // says sRGB, which would read as limited range).
+        return Some(crate::jpeg::JFIF_COLORIMETRY);
+    }
     if !format.is_yuv() {
         return None;
     }
@@ -224,7 +229,10 @@ pub(super) fn negotiate(
                 bpl.len()
             )));
         }
-        ImageLayout::with_stride(width, height, pf, DType::U8, bpl[0] as usize)
+        // A compressed format has no rows (bytesperline 0): its one plane is the whole
+        // buffer, and each frame's `bytesused` says how much of it a frame fills.
+        let stride = if pf.is_compressed() { sizes[0] } else { bpl[0] };
+        ImageLayout::with_stride(width, height, pf, DType::U8, stride as usize)
     }
     .map_err(|e| bad_layout(e.to_string()))?
     .with_colorimetry(colorimetry);

@@ -256,9 +256,21 @@ fn take(
         back.state.stats.malformed += 1;
         return Err(e);
     }
-    let slot = &back.state.slots[index];
-    let frame_layout = *slot.tensor.layout().unwrap_or(layout);
-    if let Verdict::Short { buffer, got, need } = complete(io, &frame_layout) {
+    if layout.format().is_compressed() {
+        // A compressed frame is as long as the driver says; its markers say whether it
+        // is whole (a USB transfer cut short ends without its end-of-image marker).
+        if let Err(e) = back.state.slots[index].accept_compressed(layout, io.bytesused[0]) {
+            back.state.stats.malformed += 1;
+            log::warn!(
+                "camera {dev}: buffer {index} (sequence {}): {e}; dropping the frame",
+                io.sequence
+            );
+            return Ok(None);
+        }
+    } else if let Verdict::Short { buffer, got, need } = complete(
+        io,
+        back.state.slots[index].tensor.layout().unwrap_or(layout),
+    ) {
         back.state.stats.malformed += 1;
         log::warn!(
             "camera {dev}: buffer {index} plane {buffer} holds {got} bytes, the layout needs \

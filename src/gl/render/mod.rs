@@ -215,8 +215,9 @@ pub(crate) fn source_textures(layout: &ImageLayout) -> Result<Vec<PlaneTexture>>
             let (_, vs) = f.chroma_subsampling();
             vec![pt(0, w, h, 1), pt(1, w.div_ceil(2), h.div_ceil(vs), 2)]
         }
-        SourceKind::Planar420 => {
-            let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+        SourceKind::Planar => {
+            let (hs, vs) = f.chroma_subsampling();
+            let (cw, ch) = (w.div_ceil(hs), h.div_ceil(vs));
             let (u, v) = if f.chroma_swapped() { (2, 1) } else { (1, 2) };
             vec![pt(0, w, h, 1), pt(u, cw, ch, 1), pt(v, cw, ch, 1)]
         }
@@ -344,7 +345,7 @@ impl Renderer {
                     rgb_pos[k] = o[k] as i32;
                 }
             }
-            SourceKind::Planar420
+            SourceKind::Planar
             | SourceKind::Grey
             | SourceKind::Bayer8
             | SourceKind::Bayer16
@@ -388,6 +389,8 @@ impl Renderer {
             gl.uniform_3_i32(u.rgb_pos.as_ref(), rgb_pos[0], rgb_pos[1], rgb_pos[2]);
             let vshift = (sf.chroma_subsampling().1 == 2) as i32;
             gl.uniform_1_i32(u.chroma_vshift.as_ref(), vshift);
+            let hshift = (sf.chroma_subsampling().0 == 2) as i32;
+            gl.uniform_1_i32(u.chroma_hshift.as_ref(), hshift);
             for (loc, v) in u.color.iter().zip(&draw.color) {
                 gl.uniform_4_f32_slice(loc.as_ref(), v);
             }
