@@ -492,7 +492,10 @@ fn plane_samples(width: u32, format: PixelFormat, i: usize) -> u32 {
 
 fn plane_rows(height: u32, format: PixelFormat, i: usize) -> u32 {
     let (_, vsub) = format.chroma_subsampling();
-    if i > 0 && format.is_yuv() {
+    if format.is_compressed() {
+        // A compressed frame is one row of bytes.
+        1
+    } else if i > 0 && format.is_yuv() {
         div_ceil(height, vsub)
     } else {
         height
@@ -524,6 +527,38 @@ fn plane_row_bytes(width: u32, format: PixelFormat, dtype: DType, i: usize) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compressed_frame_is_one_row_of_its_length() {
+        let cap = compressed_capacity(640, 480);
+        let l = ImageLayout::new(640, 480, PixelFormat::Mjpeg).unwrap();
+        assert_eq!(l.planes(), &[Plane::new(0, cap)]);
+        assert_eq!((l.required_len(0), l.allocation_len(0)), (cap, cap));
+        assert_eq!(l.plane_height(0), 1);
+        let f = ImageLayout::with_stride(640, 480, PixelFormat::Mjpeg, DType::U8, 1234).unwrap();
+        assert_eq!((f.required_len(0), f.plane_row_bytes(0)), (1234, 1234));
+        assert_eq!(f.shape(), vec![1234]);
+        assert!(ImageLayout::with_stride(640, 480, PixelFormat::Mjpeg, DType::U8, 2).is_err());
+        assert!(ImageLayout::tight(8, 8, PixelFormat::Mjpeg, DType::F32).is_err());
+    }
+
+    #[test]
+    fn planar_422_and_444_chroma() {
+        let l = ImageLayout::new(7, 5, PixelFormat::I422).unwrap();
+        assert_eq!(
+            l.planes(),
+            &[Plane::new(0, 7), Plane::new(35, 4), Plane::new(55, 4)]
+        );
+        assert_eq!(l.shape(), vec![10, 7]);
+        let l = ImageLayout::new(6, 4, PixelFormat::I444).unwrap();
+        assert_eq!(
+            l.planes(),
+            &[Plane::new(0, 6), Plane::new(24, 6), Plane::new(48, 6)]
+        );
+        assert_eq!(l.shape(), vec![12, 6]);
+        let s = ImageLayout::with_stride(6, 4, PixelFormat::I422, DType::U8, 8).unwrap();
+        assert_eq!(s.planes()[1], Plane::new(32, 4));
+    }
 
     #[test]
     fn nv12_tight_layout() {

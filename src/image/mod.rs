@@ -10,4 +10,5 @@ pub use format::{
 };
 pub use layout::{
     DRM_FORMAT_MOD_INVALID, DRM_FORMAT_MOD_LINEAR, ImageLayout, MAX_DIMENSION, MAX_PLANES, Plane,
+    compressed_capacity,
 };

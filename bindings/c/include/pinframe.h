@@ -678,6 +678,18 @@ typedef uint32_t pinframe_access;
 // As P010 with 16 significant bits.
 #define PINFRAME_FORMAT_P016 47
 
+// Y, U, V planes, chroma at half width and full height (4:2:2).
+#define PINFRAME_FORMAT_I422 48
+
+// Y, U, V planes, chroma at full width and full height (4:4:4).
+#define PINFRAME_FORMAT_I444 49
+
+// Motion-JPEG: one JPEG frame in one plane whose `stride` is the frame's length in bytes
+// (the driver's `bytesused`); decoded (libturbojpeg, loaded at run time) into its YUV
+// planes, at 1/2, 1/4 or 1/8 scale where the destination allows, then converted. A
+// corrupt frame is `PINFRAME_ERROR_INVALID_INPUT` and nothing is written.
+#define PINFRAME_FORMAT_MJPEG 50
+
 // CPU memory shareable by fd: shared memory (memfd), else heap. Never DMA: a tensor
 // only the CPU touches does not spend a device's scarce CMA pool.
 #define PINFRAME_MEMORY_AUTO 0

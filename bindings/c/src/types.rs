@@ -172,9 +172,18 @@ pub const PINFRAME_FORMAT_P010: pinframe_format = 45;
 pub const PINFRAME_FORMAT_P012: pinframe_format = 46;
 /// As P010 with 16 significant bits.
 pub const PINFRAME_FORMAT_P016: pinframe_format = 47;
+/// Y, U, V planes, chroma at half width and full height (4:2:2).
+pub const PINFRAME_FORMAT_I422: pinframe_format = 48;
+/// Y, U, V planes, chroma at full width and full height (4:4:4).
+pub const PINFRAME_FORMAT_I444: pinframe_format = 49;
+/// Motion-JPEG: one JPEG frame in one plane whose `stride` is the frame's length in bytes
+/// (the driver's `bytesused`); decoded (libturbojpeg, loaded at run time) into its YUV
+/// planes, at 1/2, 1/4 or 1/8 scale where the destination allows, then converted. A
+/// corrupt frame is `PINFRAME_ERROR_INVALID_INPUT` and nothing is written.
+pub const PINFRAME_FORMAT_MJPEG: pinframe_format = 50;
 
 /// Every (code, format) pair, fixed for the ABI's life (new formats get new codes).
-const FORMATS: [(pinframe_format, PixelFormat); 47] = [
+const FORMATS: [(pinframe_format, PixelFormat); 50] = [
     (PINFRAME_FORMAT_YUYV, PixelFormat::Yuyv),
     (PINFRAME_FORMAT_UYVY, PixelFormat::Uyvy),
     (PINFRAME_FORMAT_YVYU, PixelFormat::Yvyu),
@@ -222,6 +231,9 @@ const FORMATS: [(pinframe_format, PixelFormat); 47] = [
     (PINFRAME_FORMAT_P010, PixelFormat::P010),
     (PINFRAME_FORMAT_P012, PixelFormat::P012),
     (PINFRAME_FORMAT_P016, PixelFormat::P016),
+    (PINFRAME_FORMAT_I422, PixelFormat::I422),
+    (PINFRAME_FORMAT_I444, PixelFormat::I444),
+    (PINFRAME_FORMAT_MJPEG, PixelFormat::Mjpeg),
 ];
 
 pub(crate) fn format_from(code: pinframe_format) -> Outcome<PixelFormat> {
@@ -251,7 +263,7 @@ pub(crate) fn format_code(f: PixelFormat) -> Outcome<pinframe_format> {
 
 /// The lowercase name of a format (`"nv12"`), or NULL for an unknown code.
 pub(crate) fn format_name_ptr(code: pinframe_format) -> *const c_char {
-    const NAMES: [&std::ffi::CStr; 47] = [
+    const NAMES: [&std::ffi::CStr; 50] = [
         c"yuyv",
         c"uyvy",
         c"yvyu",
@@ -299,9 +311,12 @@ pub(crate) fn format_name_ptr(code: pinframe_format) -> *const c_char {
         c"p010",
         c"p012",
         c"p016",
+        c"i422",
+        c"i444",
+        c"mjpeg",
     ];
     match code {
-        1..=47 => NAMES[code as usize - 1].as_ptr(),
+        1..=50 => NAMES[code as usize - 1].as_ptr(),
         _ => std::ptr::null(),
     }
 }
@@ -575,7 +590,7 @@ mod tests {
 
     #[test]
     fn every_pixel_format_has_a_code_that_round_trips() {
-        for f in PixelFormat::ALL {
+        for f in PixelFormat::SOURCES {
             let code = format_code(f).unwrap();
             assert_eq!(format_from(code).unwrap(), f);
             // SAFETY: non-null names are static NUL-terminated strings.

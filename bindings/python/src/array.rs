@@ -294,12 +294,14 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
             let height = luma_height(format, rows)?;
             if format.family() == FormatFamily::PlanarYuv {
                 // The two chroma planes share the array's rows only when tightly packed.
-                if !sh[1].is_multiple_of(2) || st[0] != sh[1] {
+                let hsub = format.chroma_subsampling().0 as usize;
+                if !sh[1].is_multiple_of(hsub) || st[0] != sh[1] {
                     return Err(not_in_place(
                         a,
                         format,
-                        "a planar 4:2:0 array must be C-contiguous with an even width (pass a \
-                         1-D byte array with src_layout= for other layouts)",
+                        "a planar YUV array must be C-contiguous with a width that is a \
+                         multiple of its chroma subsampling (pass a 1-D byte array with \
+                         src_layout= for other layouts)",
                     ));
                 }
             }
@@ -354,6 +356,18 @@ pub(crate) fn image_layout(a: &ArrayRef, format: PixelFormat) -> PyResult<ImageL
             // The image is bytes whatever the array's element type (pinframe's RAW
             // layouts are u8).
             ImageLayout::with_stride(to_u32(width)?, to_u32(height)?, format, DType::U8, st[0])
+        }
+        // A compressed frame: its bytes, its size read from its own header.
+        FormatFamily::Jpeg => {
+            if sh.len() != 1 || a.dtype != DType::U8 || st[0] != 1 {
+                return Err(shape_err("(length,) of contiguous uint8 bytes"));
+            }
+            // SAFETY: `a` describes a live array the caller holds (borrowed with the GIL
+            // held for this call): `sh[0]` contiguous bytes from `a.ptr` (checked just
+            // above), read and not kept.
+            let bytes = unsafe { std::slice::from_raw_parts(a.ptr as *const u8, sh[0]) };
+            let info = pinframe::jpeg::parse(bytes).or_raise()?;
+            ImageLayout::with_stride(info.width, info.height, format, DType::U8, sh[0])
         }
         FormatFamily::PlanarRgb => {
             if sh.len() != 3 || sh[0] != 3 {
@@ -410,8 +424,11 @@ pub(crate) fn check_extent(a: &ArrayRef, layout: &ImageLayout) -> PyResult<()> {
 /// The image height of a YUV array of `rows` rows stacked as OpenCV does (height +
 /// ceil(height / vsub) chroma rows), or the error naming the shape.
 fn luma_height(format: PixelFormat, rows: usize) -> PyResult<usize> {
-    let (_, vsub) = format.chroma_subsampling();
-    let height = if vsub == 1 {
+    let (hsub, vsub) = format.chroma_subsampling();
+    let height = if format.family() == FormatFamily::PlanarYuv && hsub == 1 {
+        // 4:4:4: two chroma planes as tall and wide as the luma.
+        rows.is_multiple_of(3).then_some(rows / 3)
+    } else if vsub == 1 {
         rows.is_multiple_of(2).then_some(rows / 2)
     } else {
         match rows % 3 {

@@ -165,12 +165,14 @@ pub(crate) fn geometry(
         FormatFamily::PlanarYuv => {
             let (p1, p2) = (planes[1], planes[2]);
             let ch = layout.plane_height(1) as usize;
-            let tight = w % 2 == 0
+            let hsub = layout.format().chroma_subsampling().0 as usize;
+            let cw = w / hsub;
+            let tight = w % hsub == 0
                 && p0.stride == w
-                && p1.stride == w / 2
-                && p2.stride == w / 2
+                && p1.stride == cw
+                && p2.stride == cw
                 && p1.offset == p0.offset + w * h
-                && p2.offset == p1.offset + w / 2 * ch;
+                && p2.offset == p1.offset + cw * ch;
             if !tight {
                 return Err(not_one_array(
                     layout,
@@ -181,6 +183,8 @@ pub(crate) fn geometry(
         }
         // Rows of bytes: a sample may span bytes (16-bit words, CSI-2 groups).
         FormatFamily::Bayer | FormatFamily::DeepGrey => vec![s0, 1],
+        // A compressed frame: its bytes.
+        FormatFamily::Jpeg => vec![1],
         FormatFamily::PlanarRgb => {
             let (p1, p2) = (planes[1], planes[2]);
             let step = p1.offset.checked_sub(p0.offset);

@@ -54,6 +54,26 @@ pub(crate) fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
 
 /// Reads the input as (layout, bytes).
 fn read_input(args: &ConvertArgs) -> Result<(ImageLayout, Vec<u8>)> {
+    // A JPEG frame (a .jpg file, or a frame saved from a webcam's stream) given as mjpeg
+    // goes to pinframe's decoder; its size is its own.
+    if let Some(format) = args.input_format.filter(|f| f.is_compressed()) {
+        let bytes =
+            std::fs::read(&args.input).map_err(|e| io_error("cannot read", &args.input, e))?;
+        let info = pinframe::jpeg::parse(&bytes)?;
+        if let Some(Size(iw, ih)) = args.input_size
+            && (iw, ih) != (info.width, info.height)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a {}x{} frame, not the --input-size {iw}x{ih}",
+                args.input.display(),
+                info.width,
+                info.height
+            )));
+        }
+        let layout =
+            ImageLayout::with_stride(info.width, info.height, format, DType::U8, bytes.len())?;
+        return Ok((layout, bytes));
+    }
     if is_image_file(&args.input) {
         let img = image::open(&args.input)
             .map_err(|e| {

@@ -100,7 +100,7 @@ static void status_names_and_last_error(void) {
 }
 
 static void format_names(void) {
-  for (pinframe_format f = PINFRAME_FORMAT_YUYV; f <= PINFRAME_FORMAT_P016; f++) {
+  for (pinframe_format f = PINFRAME_FORMAT_YUYV; f <= PINFRAME_FORMAT_MJPEG; f++) {
     const char *name = pinframe_format_name(f);
     CHECK(name != NULL);
     pinframe_format back = 0;
@@ -112,6 +112,8 @@ static void format_names(void) {
   CHECK(pinframe_format_name(0) == NULL);
   /* The RAW codes came after the first 17 and keep their numbers for the ABI's life. */
   CHECK(PINFRAME_FORMAT_RGGB8 == 18 && PINFRAME_FORMAT_GBRG12P == 41 && PINFRAME_FORMAT_P016 == 47);
+  CHECK(PINFRAME_FORMAT_I422 == 48 && PINFRAME_FORMAT_I444 == 49 && PINFRAME_FORMAT_MJPEG == 50);
+  CHECK(strcmp(pinframe_format_name(PINFRAME_FORMAT_MJPEG), "mjpeg") == 0);
   CHECK(strcmp(pinframe_format_name(PINFRAME_FORMAT_RGGB8), "rggb8") == 0);
   CHECK(strcmp(pinframe_format_name(PINFRAME_FORMAT_BGGR10), "bggr10") == 0);
   CHECK(strcmp(pinframe_format_name(PINFRAME_FORMAT_GBRG12P), "gbrg12p") == 0);
