@@ -85,5 +85,52 @@ pub(crate) fn run() -> Result<()> {
             nodes.join(", ")
         }
     );
+    match pinframe::jpeg::JpegDecoder::new() {
+        Ok(_) => println!("mjpeg: libjpeg-turbo (libturbojpeg.so.0) loaded"),
+        Err(e) => println!("mjpeg: unavailable: {e}"),
+    }
+    #[cfg(feature = "camera")]
+    cameras();
     Ok(())
+}
+
+/// Every V4L2 capture node and the formats it offers: pinframe's name for those it
+/// converts (`mjpeg` is how most USB webcams send 720p and 1080p at 30 fps).
+#[cfg(feature = "camera")]
+fn cameras() {
+    let mut nodes: Vec<_> = std::fs::read_dir("/dev")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("video"))
+        })
+        .collect();
+    nodes.sort();
+    if nodes.is_empty() {
+        println!("cameras: none (/dev/video*); the synthetic camera is always there");
+        return;
+    }
+    println!("cameras:");
+    for node in nodes {
+        match pinframe::camera::list_formats(&node) {
+            Ok(formats) => {
+                let list: Vec<String> = formats
+                    .iter()
+                    .map(|f| {
+                        let code = pinframe::image::fourcc_to_string(f.fourcc);
+                        match f.format {
+                            Some(p) => format!("{code} ({p})"),
+                            None => format!("{code} (not converted)"),
+                        }
+                    })
+                    .collect();
+                println!("  {}: {}", node.display(), list.join(", "));
+            }
+            Err(e) => println!("  {}: {e}", node.display()),
+        }
+    }
 }
