@@ -306,3 +306,51 @@ fn sequence_gaps_and_restarts() {
     assert_eq!(state.stats.dropped, 2);
     assert_eq!(state.stats.repeated, 1);
 }
+
+/// A Motion-JPEG stream over the fake queue: every buffer holds a whole JPEG frame, and a
+/// buffer cut one byte short (no end-of-image marker) is malformed, counted once and
+/// queued again; the frames handed out carry their length in their layout.
+#[test]
+fn cut_off_mjpeg_frames_are_malformed_and_requeued() {
+    use Fault::*;
+    let planes = ImageLayout::new(W, H, PixelFormat::I422).unwrap();
+    let pixels: Vec<u8> = (0..planes.allocation_len(0))
+        .map(|i| (i * 7) as u8)
+        .collect();
+    let jpeg = match crate::jpeg::JpegEncoder::new() {
+        Ok(mut e) => e.encode(&pixels, &planes, 85).unwrap().to_vec(),
+        Err(e) => panic!("libturbojpeg (scripts/install-deps runtime) is needed: {e}"),
+    };
+    let capacity = jpeg.len() + 64;
+    let layout = ImageLayout::with_stride(W, H, PixelFormat::Mjpeg, DType::U8, capacity).unwrap();
+    let fake = Arc::new(FakeQueue::new(0, [jpeg.len() as u32, 0, 0]));
+    let slots = (0..BUFFERS)
+        .map(|_| {
+            let mut t = Tensor::<u8>::with_layout(layout, Some(Memory::Heap)).unwrap();
+            t.map_mut().unwrap().buffer_bytes_mut(0)[..jpeg.len()].copy_from_slice(&jpeg);
+            Slot::new(t, [0; 3], Vec::new())
+        })
+        .collect();
+    let format = CaptureFormat {
+        format: PixelFormat::Mjpeg,
+        fourcc: crate::image::fourcc(b"MJPG"),
+        bytesperline: vec![0],
+        sizeimage: vec![capacity as u32],
+        layout,
+        ..format(false)
+    };
+    let mut cam = Camera::with_queue(Box::new(fake.clone()), slots, format);
+    fake.script(&[None, Short, Short, None, Short, None, None]);
+    for i in 0..4 {
+        let frame = cam
+            .next_frame()
+            .unwrap_or_else(|e| panic!("frame {i}: {e}"));
+        assert_eq!(frame.bytesused(), jpeg.len());
+        assert_eq!(frame.layout().unwrap().planes()[0].stride, jpeg.len());
+        drop(frame);
+        balanced(&cam, "after a frame");
+    }
+    let stats = cam.stats();
+    assert_eq!((stats.frames, stats.malformed), (4, 3), "{stats:?}");
+    balanced(&cam, "at the end");
+}
