@@ -119,13 +119,15 @@ static void format_names(void) {
   CHECK(strcmp(pinframe_format_name(PINFRAME_FORMAT_GBRG12P), "gbrg12p") == 0);
   CHECK(strcmp(pinframe_format_name(PINFRAME_FORMAT_Y16), "y16") == 0);
   CHECK(strcmp(pinframe_format_name(PINFRAME_FORMAT_P010), "p010") == 0);
-  CHECK(pinframe_format_name(48) == NULL);
+  CHECK(pinframe_format_name(51) == NULL);
   pinframe_format f = 0;
   OK(pinframe_format_from_name("NV12", &f));
   CHECK(f == PINFRAME_FORMAT_NV12);
   OK(pinframe_format_from_name("grbg12", &f));
   CHECK(f == PINFRAME_FORMAT_GRBG12);
-  FAILS(pinframe_format_from_name("mjpeg", &f), PINFRAME_ERROR_INVALID_INPUT, "mjpeg");
+  OK(pinframe_format_from_name("MJPG", &f));
+  CHECK(f == PINFRAME_FORMAT_MJPEG);
+  FAILS(pinframe_format_from_name("h264", &f), PINFRAME_ERROR_INVALID_INPUT, "h264");
   NULL_ARG(pinframe_format_from_name(NULL, &f), "name");
   NULL_ARG(pinframe_format_from_name("rgb", NULL), "format");
 }
