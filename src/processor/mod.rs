@@ -351,8 +351,9 @@ impl ImageProcessor {
     }
 
     /// Memory for the planes a compressed frame is decoded into: the heap for the CPU;
-    /// for GL whatever the machine offers first (a dma-buf GL can import, else memory
-    /// it uploads from).
+    /// for GL shareable CPU memory (a memfd), which GL uploads from. Decoding into a
+    /// dma-buf GL could import is not done yet: the CPU would write the planes into
+    /// memory that is often uncached, and whether that beats the upload is unmeasured.
     fn decoded_planes_memory(&self) -> Option<Memory> {
         match self.backend {
             Backend::Gl => None,
