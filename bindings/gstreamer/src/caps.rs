@@ -30,6 +30,8 @@ pub(crate) fn video_format(f: PixelFormat) -> Option<VideoFormat> {
         PixelFormat::Nv61 => VideoFormat::Nv61,
         PixelFormat::I420 => VideoFormat::I420,
         PixelFormat::Yv12 => VideoFormat::Yv12,
+        PixelFormat::I422 => VideoFormat::Y42b,
+        PixelFormat::I444 => VideoFormat::Y444,
         PixelFormat::Grey => VideoFormat::Gray8,
         PixelFormat::Rgb => VideoFormat::Rgb,
         PixelFormat::Bgr => VideoFormat::Bgr,
@@ -628,7 +630,8 @@ mod tests {
         assert_eq!(video_format(PixelFormat::P010), Some(VideoFormat::P01010le));
         assert_eq!(bayer_format(PixelFormat::Grbg8), Some("grbg"));
         assert_eq!(bayer_pixel_format("rggb10le"), None);
-        assert_eq!(pixel_format(VideoFormat::Y444), None);
+        assert_eq!(pixel_format(VideoFormat::Y444), Some(PixelFormat::I444));
+        assert_eq!(pixel_format(VideoFormat::Y41b), None);
     }
 
     #[test]
