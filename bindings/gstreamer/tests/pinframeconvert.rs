@@ -462,9 +462,9 @@ fn caps_it_cannot_convert_are_refused_with_a_message() {
     init();
     let cases: [(&str, &[&str]); 3] = [
         (
-            "appsrc name=src caps=video/x-raw,format=Y444,width=64,height=48,framerate=30/1 ! \
+            "appsrc name=src caps=video/x-raw,format=Y41B,width=64,height=48,framerate=30/1 ! \
              pinframeconvert name=conv ! appsink name=sink",
-            &["cannot convert from Y444", "YUY2", "NV12", "I420"],
+            &["cannot convert from Y41B", "YUY2", "NV12", "I420"],
         ),
         (
             "appsrc name=src caps=video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! \
