@@ -14,6 +14,8 @@ use pinframe::{Backend, Colorimetry, DType, ImageLayout, Matrix, PixelFormat, Pl
 pub(crate) const TENSORS: &str = "other/tensors";
 /// Raw video.
 pub(crate) const VIDEO: &str = "video/x-raw";
+/// Motion-JPEG frames (v4l2src from a webcam, jpegenc, multipartdemux).
+pub(crate) const JPEG: &str = "image/jpeg";
 /// Bayer (colour-filter-array) frames, one byte a sample (GStreamer 1.22's only depth).
 pub(crate) const BAYER: &str = "video/x-bayer";
 
@@ -107,7 +109,17 @@ pub(crate) fn sink_caps(backend: Backend, framerate: Option<&glib::SendValue>) -
         caps.make_mut()
             .append(with_dmabuf(bayer_structure(&bayer, framerate), true));
     }
+    if takes_jpeg(backend) {
+        // System memory only: a compressed frame is decoded on the CPU either way, so a
+        // dma-buf of one is mapped, never imported.
+        caps.make_mut().append_structure(jpeg_structure(framerate));
+    }
     caps
+}
+
+/// Whether `backend` converts Motion-JPEG frames.
+pub(crate) fn takes_jpeg(backend: Backend) -> bool {
+    backend.source_formats().contains(&PixelFormat::Mjpeg)
 }
 
 /// What the sink takes, in words, for messages.
@@ -119,6 +131,9 @@ pub(crate) fn sink_description(backend: Backend) -> String {
     );
     if !bayer.is_empty() {
         text += &format!(", {BAYER} in {}", bayer.join(", "));
+    }
+    if takes_jpeg(backend) {
+        text += &format!(", {JPEG} (baseline and progressive, any sampling)");
     }
     format!("{text} (backend {backend})")
 }
@@ -215,6 +230,16 @@ pub(crate) fn bayer_structure(
         )
         .field("width", even())
         .field("height", even())
+        .build();
+    set_framerate(&mut s, framerate);
+    s
+}
+
+/// An `image/jpeg` structure, any size.
+pub(crate) fn jpeg_structure(framerate: Option<&glib::SendValue>) -> gst::Structure {
+    let mut s = gst::Structure::builder(JPEG)
+        .field("width", size_range())
+        .field("height", size_range())
         .build();
     set_framerate(&mut s, framerate);
     s
@@ -318,6 +343,11 @@ impl InputSpec {
         {
             return Self::bayer(s, backend).map_err(|e| format!("{e}; {}", supported()));
         }
+        if let Some(s) = caps.structure(0)
+            && s.name() == JPEG
+        {
+            return Self::jpeg(s, backend).map_err(|e| format!("{e}; {}", supported()));
+        }
         let info = gst_video::VideoInfo::from_caps(caps)
             .map_err(|_| format!("input caps {caps} are not raw video; {}", supported()))?;
         let format = pixel_format(info.format())
@@ -378,9 +408,50 @@ impl InputSpec {
         })
     }
 
+    /// `image/jpeg`: one compressed frame per buffer, its length the buffer's size (known
+    /// per buffer: `size` and the stride are the largest frame pinframe expects at this
+    /// size), JFIF's colorimetry (BT.601, full range), which every Motion-JPEG frame has.
+    fn jpeg(s: &gst::StructureRef, backend: Backend) -> Result<InputSpec, String> {
+        if !takes_jpeg(backend) {
+            return Err(format!("backend {backend} does not decode {JPEG}"));
+        }
+        let dimension = |field: &str| -> Result<u32, String> {
+            s.get::<i32>(field)
+                .ok()
+                .and_then(|v| u32::try_from(v).ok())
+                .filter(|&v| v > 0 && v <= MAX_DIMENSION)
+                .ok_or_else(|| {
+                    format!("{JPEG} caps without a fixed {field} in 1..={MAX_DIMENSION}")
+                })
+        };
+        let (width, height) = (dimension("width")?, dimension("height")?);
+        let size = pinframe::image::compressed_capacity(width, height);
+        Ok(InputSpec {
+            info: None,
+            format: PixelFormat::Mjpeg,
+            width,
+            height,
+            offsets: [0; 3],
+            strides: [size, 0, 0],
+            size,
+            colorimetry: Some(pinframe::jpeg::JFIF_COLORIMETRY),
+        })
+    }
+
+    /// The layout of one compressed frame of `len` bytes (a buffer's size).
+    pub(crate) fn compressed_layout(&self, len: usize) -> Result<ImageLayout, String> {
+        ImageLayout::with_stride(self.width, self.height, self.format, DType::U8, len)
+            .map(|l| l.with_colorimetry(self.colorimetry))
+            .map_err(|e| format!("a {} frame of {len} bytes: {e}", self.format))
+    }
+
     /// The layout of a buffer whose planes sit at the caps' default offsets and strides
     /// in one buffer (what a buffer without `GstVideoMeta` holds).
+    /// A compressed format's: one frame of the largest size expected.
     pub(crate) fn default_layout(&self) -> Result<ImageLayout, String> {
+        if self.format.is_compressed() {
+            return self.compressed_layout(self.size);
+        }
         let planes: Vec<Plane> = (0..self.format.plane_count())
             .map(|i| Plane::new(self.offsets[i], self.strides[i]))
             .collect();
@@ -632,6 +703,35 @@ mod tests {
         assert_eq!(bayer_pixel_format("rggb10le"), None);
         assert_eq!(pixel_format(VideoFormat::Y444), Some(PixelFormat::I444));
         assert_eq!(pixel_format(VideoFormat::Y41b), None);
+    }
+
+    #[test]
+    fn jpeg_caps_read_as_an_input_with_jfif_colorimetry() {
+        gst::init().unwrap();
+        let caps = gst::Caps::builder(JPEG)
+            .field("width", 1280i32)
+            .field("height", 720i32)
+            .field("framerate", gst::Fraction::new(30, 1))
+            .build();
+        for backend in [Backend::Cpu, Backend::Gl] {
+            let i = InputSpec::from_caps(&caps, backend).unwrap();
+            assert_eq!(
+                (i.format, i.width, i.height),
+                (PixelFormat::Mjpeg, 1280, 720)
+            );
+            assert_eq!(i.colorimetry, Some(pinframe::jpeg::JFIF_COLORIMETRY));
+            // A frame's length is its buffer's size.
+            let l = i.compressed_layout(51_234).unwrap();
+            assert_eq!(l.planes()[0].stride, 51_234);
+            assert_eq!(
+                i.default_layout().unwrap().planes()[0].stride,
+                pinframe::image::compressed_capacity(1280, 720)
+            );
+        }
+        assert!(sink_caps(Backend::Cpu, None).can_intersect(&caps));
+        let unfixed = gst::Caps::builder(JPEG).field("width", 64i32).build();
+        let e = InputSpec::from_caps(&unfixed, Backend::Cpu).unwrap_err();
+        assert!(e.contains("image/jpeg caps without a fixed height"), "{e}");
     }
 
     #[test]

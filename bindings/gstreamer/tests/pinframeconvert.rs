@@ -414,6 +414,8 @@ fn gst_inspect_lists_the_element_caps_and_properties() {
     let text = String::from_utf8_lossy(&element.stdout);
     for needle in [
         "video/x-raw(memory:DMABuf)",
+        "image/jpeg",
+        "corrupt-frames",
         "other/tensors",
         "YUY2",
         "NV12",
@@ -1140,4 +1142,159 @@ fn bad_numbers_in_properties_and_caps_are_refused() {
         assert!(!all.contains("panicked"), "{desc}: {all}");
         assert!(all.contains(needle), "{desc}: {all}");
     }
+}
+
+/// A camera-like Motion-JPEG frame: 4:2:2 at quality 85 of a gradient that moves with
+/// `seed` (full-range BT.601 planes, as JFIF has them).
+fn mjpeg_frame(w: u32, h: u32, seed: u32) -> Vec<u8> {
+    let layout = ImageLayout::tight(w, h, PixelFormat::I422, DType::U8).unwrap();
+    let mut planes = vec![0u8; layout.required_len(0)];
+    for (i, p) in layout.planes().iter().enumerate() {
+        for y in 0..layout.plane_height(i) as usize {
+            for x in 0..layout.plane_row_bytes(i) {
+                let v = match i {
+                    0 => 16 + 3 * x + 2 * y + 9 * seed as usize,
+                    1 => 60 + x + y,
+                    _ => 200 - x / 2 - y,
+                };
+                planes[p.offset + y * p.stride + x] = (v % 256) as u8;
+            }
+        }
+    }
+    pinframe::jpeg::JpegEncoder::new()
+        .unwrap()
+        .encode(&planes, &layout, 85)
+        .unwrap()
+        .to_vec()
+}
+
+/// `image/jpeg` in, a letterboxed ImageNet tensor out: every good frame equals the
+/// library's conversion of the same bytes (a scaled decode: 322 -> 128 needs under half);
+/// a damaged frame is dropped with a warning and counted, and the stream goes on.
+fn motion_jpeg_equals_the_library(mut reference: ImageProcessor) {
+    let backend = reference.backend();
+    let (w, h) = (322u32, 182u32);
+    let pipeline = launch_bin(&format!(
+        "appsrc name=src format=time caps=image/jpeg,width={w},height={h},framerate=30/1 ! \
+         pinframeconvert name=conv backend={} fit=letterbox mean=0.485,0.456,0.406 \
+         std=0.229,0.224,0.225 ! other/tensors,format=static,num_tensors=1,types=float32,\
+         dimensions=128:128:3:1 ! appsink name=sink sync=false",
+        backend.name()
+    ));
+    let src = app_src(&pipeline);
+    let sink = app_sink(&pipeline);
+    let conv = pipeline.by_name("conv").unwrap();
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let dst = ImageLayout::tight(128, 128, PixelFormat::PlanarRgb, DType::F32).unwrap();
+    let options = imagenet_letterbox();
+    // Frames 1 and 3 are cut off (what a USB camera hands over when it loses packets).
+    let mut sent_good = 0;
+    for seed in 0..5u32 {
+        let mut frame = mjpeg_frame(w, h, seed);
+        let corrupt = seed % 2 == 1;
+        if corrupt {
+            frame.truncate(frame.len() / 2);
+        }
+        let mut buffer = gst::Buffer::from_slice(frame.clone());
+        buffer
+            .get_mut()
+            .unwrap()
+            .set_pts(gst::ClockTime::from_mseconds(33 * seed as u64));
+        src.push_buffer(buffer).unwrap();
+        if corrupt {
+            continue;
+        }
+        sent_good += 1;
+        let layout =
+            ImageLayout::with_stride(w, h, PixelFormat::Mjpeg, DType::U8, frame.len()).unwrap();
+        let mut want = vec![0f32; dst.required_len(0) / 4];
+        let info = reference
+            .convert_buffers(&[&frame], &layout, &mut want, &dst, &options)
+            .unwrap();
+        assert_eq!(info.decode_scale, 2, "frame {seed}: a scaled decode");
+        let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(30)) else {
+            let mut log = BusLog::default();
+            log.drain(&bus);
+            panic!("{backend} jpeg frame {seed}: no output ({log:?})");
+        };
+        let got = sample.buffer().unwrap().map_readable().unwrap();
+        assert_same_image(
+            got.as_slice(),
+            bytemuck::cast_slice(&want),
+            &dst,
+            &format!("{backend} jpeg frame {seed}"),
+        );
+        assert_meta(sample.buffer().unwrap(), &info, "image/jpeg");
+    }
+    src.end_of_stream().unwrap();
+    let mut log = BusLog::default();
+    log.until_end(&bus, 30);
+    // Nothing more came out than the good frames.
+    assert!(
+        sink.try_pull_sample(gst::ClockTime::from_mseconds(100))
+            .is_none()
+    );
+    let stats = conv.property::<gst::Structure>("stats");
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert!(log.errors.is_empty(), "{backend}: {:?}", log.errors);
+    assert_eq!(sent_good, 3);
+    assert_eq!(stats.get::<u64>("corrupt-frames").unwrap(), 2, "{stats}");
+    assert_eq!(stats.get::<u64>("failed-frames").unwrap(), 0, "{stats}");
+    assert_eq!(stats.get::<u64>("mapped-sources").unwrap(), 5, "{stats}");
+    // One warning on the bus for the first damaged frame (the stats count the rest).
+    assert_eq!(log.warnings.len(), 1, "{backend}: {:?}", log.warnings);
+    assert!(log.warnings[0].contains("corrupt"), "{:?}", log.warnings);
+}
+
+#[test]
+fn motion_jpeg_equals_the_library_and_damaged_frames_are_dropped_on_the_cpu() {
+    init();
+    motion_jpeg_equals_the_library(ImageProcessor::with_backend(Backend::Cpu).unwrap());
+}
+
+#[test]
+fn motion_jpeg_equals_the_library_and_damaged_frames_are_dropped_on_gl() {
+    init();
+    let Some(gl) =
+        gl_or_skip("motion_jpeg_equals_the_library_and_damaged_frames_are_dropped_on_gl")
+    else {
+        return;
+    };
+    motion_jpeg_equals_the_library(gl);
+}
+
+/// GStreamer's own JPEG encoder upstream (what `v4l2src` from a webcam, `souphttpsrc !
+/// multipartdemux` or a file hands over as `image/jpeg`): every output equals the
+/// library's conversion of the same buffer.
+#[test]
+fn jpegenc_frames_equal_the_library_on_the_cpu() {
+    let desc = "videotestsrc num-buffers=3 pattern=ball ! \
+                video/x-raw,format=I420,width=640,height=480,framerate=30/1 ! \
+                jpegenc quality=85 ! pinframeconvert name=conv backend=cpu fit=letterbox ! \
+                video/x-raw,format=RGB,width=300,height=300 ! appsink name=sink sync=false";
+    let (conv, pairs, log) = run_pipeline(desc);
+    assert!(log.errors.is_empty(), "{:?}", log.errors);
+    assert_eq!(pairs.len(), 3);
+    let mut reference = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let options = ConvertOptions {
+        fit: Fit::Letterbox { pad: [114; 3] },
+        ..Default::default()
+    };
+    for (i, (input, sample)) in pairs.iter().enumerate() {
+        let bytes = input.map_readable().unwrap();
+        let layout =
+            ImageLayout::with_stride(640, 480, PixelFormat::Mjpeg, DType::U8, bytes.size())
+                .unwrap();
+        let dst = output_layout(sample.caps().unwrap(), None);
+        let mut want = vec![0u8; dst.required_len(0)];
+        let info = reference
+            .convert_buffers(&[bytes.as_slice()], &layout, &mut want, &dst, &options)
+            .unwrap();
+        let got = sample.buffer().unwrap().map_readable().unwrap();
+        assert_same_image(got.as_slice(), &want, &dst, &format!("jpegenc frame {i}"));
+        assert_meta(sample.buffer().unwrap(), &info, "jpegenc");
+    }
+    let stats = conv.property::<gst::Structure>("stats");
+    assert_eq!(stats.get::<u64>("corrupt-frames").unwrap(), 0, "{stats}");
 }

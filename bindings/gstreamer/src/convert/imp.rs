@@ -11,8 +11,8 @@ use gst_base::subclass::prelude::*;
 use gst_video::VideoFrameExt;
 use pinframe::convert::Plan;
 use pinframe::{
-    ConvertInfo, ConvertOptions, DType, Element, ErrorKind, ImageLayout, ImageProcessor, Plane,
-    Tensor,
+    ConvertInfo, ConvertOptions, DType, Element, ErrorKind, ImageLayout, ImageProcessor,
+    PixelFormat, Plane, Tensor,
 };
 
 use crate::CAT;
@@ -50,6 +50,9 @@ struct Counters {
     source_import_failures: u64,
     /// Frames that failed (each posted an element error).
     failed_frames: u64,
+    /// Damaged compressed frames (a cut-off or corrupt JPEG): dropped with a warning,
+    /// the stream goes on.
+    corrupt_frames: u64,
     /// Allocations made to probe a placement during negotiation (one page each).
     probe_allocations: u64,
     /// Bytes those probes allocated.
@@ -69,6 +72,9 @@ pub struct PinframeConvert {
     /// A failed dma-buf import was logged as a warning (once per start; later ones are
     /// counted, and logged at debug level).
     import_failure_logged: std::sync::atomic::AtomicBool,
+    /// Whether a dropped corrupt frame has been posted as an element warning (once per
+    /// start: a camera with a bad cable would flood the bus; the stats count them all).
+    corrupt_frame_posted: std::sync::atomic::AtomicBool,
     /// Bytes of every tensor allocated for the element's pools and probes (the stats'
     /// `allocated-bytes`).
     allocated_bytes: Arc<std::sync::atomic::AtomicU64>,
@@ -204,7 +210,7 @@ impl ObjectImpl for PinframeConvert {
                     .build(),
                 glib::ParamSpecBoxed::builder::<gst::Structure>("stats")
                     .nick("Statistics")
-                    .blurb("Counters: frames, imports, cache-hits, uploads, readbacks, cpu-fallbacks, import-failures, live-images, source-imports, dmabuf-sources, mapped-sources, pool-outputs, source-import-failures (dma-buf sources that could not be imported), failed-frames, probe-allocations and probe-bytes (one-page negotiation probes), output-buffers, allocated-bytes (every pool and probe tensor since the element was made), backend; what a failed frame counted is kept")
+                    .blurb("Counters: frames, imports, cache-hits, uploads, readbacks, cpu-fallbacks, import-failures, live-images, source-imports, dmabuf-sources, mapped-sources, pool-outputs, source-import-failures (dma-buf sources that could not be imported), failed-frames, corrupt-frames (damaged JPEG frames, dropped), probe-allocations and probe-bytes (one-page negotiation probes), output-buffers, allocated-bytes (every pool and probe tensor since the element was made), backend; what a failed frame counted is kept")
                     .read_only()
                     .build(),
             ]
@@ -377,12 +383,16 @@ impl ElementImpl for PinframeConvert {
 struct Failure {
     kind: Option<ErrorKind>,
     message: String,
+    /// The source frame itself was damaged (a corrupt compressed frame): the frame is
+    /// dropped, the stream goes on.
+    corrupt: bool,
 }
 
 impl From<pinframe::Error> for Failure {
     fn from(e: pinframe::Error) -> Self {
         Failure {
             kind: Some(e.kind()),
+            corrupt: matches!(e, pinframe::Error::CorruptFrame(_)),
             message: e.to_string(),
         }
     }
@@ -393,6 +403,7 @@ impl From<String> for Failure {
         Failure {
             kind: None,
             message,
+            corrupt: false,
         }
     }
 }
@@ -485,6 +496,7 @@ impl PinframeConvert {
             .field("pool-outputs", c.pool_outputs)
             .field("source-import-failures", c.source_import_failures)
             .field("failed-frames", c.failed_frames)
+            .field("corrupt-frames", c.corrupt_frames)
             .field("probe-allocations", c.probe_allocations)
             .field("probe-bytes", c.probe_bytes)
             .field("output-buffers", allocated)
@@ -522,7 +534,9 @@ impl PinframeConvert {
         input: &InputSpec,
     ) -> Result<Option<Arc<Tensor<u8>>>, String> {
         let n = inbuf.n_memory();
-        if n == 0
+        // A compressed frame is decoded on the CPU from its bytes: nothing to import.
+        if input.format.is_compressed()
+            || n == 0
             || !(0..n).all(|i| {
                 inbuf
                     .peek_memory(i)
@@ -593,7 +607,11 @@ impl PinframeConvert {
         let mut delta = Counters::default();
         let result =
             self.convert_counted(processor, input, output, inbuf, outbuf, options, &mut delta);
-        delta.failed_frames += result.is_err() as u64;
+        match &result {
+            Err(f) if f.corrupt => delta.corrupt_frames += 1,
+            Err(_) => delta.failed_frames += 1,
+            Ok(_) => {}
+        }
         lock(&self.counters).add(&delta);
         result
     }
@@ -659,6 +677,28 @@ impl PinframeConvert {
                         options,
                     )?
                 }
+            }
+        } else if input.format.is_compressed() {
+            counters.mapped_sources += 1;
+            // One compressed frame: its length is the buffer's size.
+            let map = inbuf
+                .map_readable()
+                .map_err(|e| format!("mapping the input buffer: {e}"))?;
+            let layout = input.compressed_layout(map.size())?;
+            let bufs = [map.as_slice()];
+            match &slot {
+                Some(slot) => {
+                    counters.pool_outputs += 1;
+                    let mut dst = lock(slot);
+                    with_tensor!(&mut *dst, d => {
+                        let dst_layout = *d
+                            .layout()
+                            .ok_or_else(|| "a pool tensor without a layout".to_string())?;
+                        let mut map = d.map_mut()?;
+                        processor.convert_buffers(&bufs, &layout, &mut map, &dst_layout, options)?
+                    })
+                }
+                None => into_buffer(processor, &bufs, &layout, outbuf, output, options)?,
             }
         } else {
             counters.mapped_sources += 1;
@@ -756,6 +796,7 @@ impl Counters {
         self.pool_outputs += d.pool_outputs;
         self.source_import_failures += d.source_import_failures;
         self.failed_frames += d.failed_frames;
+        self.corrupt_frames += d.corrupt_frames;
         self.probe_allocations += d.probe_allocations;
         self.probe_bytes += d.probe_bytes;
     }
@@ -937,6 +978,8 @@ impl BaseTransformImpl for PinframeConvert {
         *lock(&self.counters) = Counters::default();
         self.import_failure_logged
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.corrupt_frame_posted
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -1063,7 +1106,15 @@ impl BaseTransformImpl for PinframeConvert {
         let output =
             OutputSpec::from_caps(outcaps, settings.layout.format(), settings.dtype.dtype())
                 .map_err(|e| self.refuse(format!("{e} (output caps {outcaps})")))?;
-        let src_layout = input.default_layout().map_err(|e| self.refuse(e))?;
+        let mut src_layout = input.default_layout().map_err(|e| self.refuse(e))?;
+        if input.format.is_compressed() {
+            // Each frame's sampling is known only once it arrives; the options and the
+            // output are checked against a full-size 4:2:2 frame, what webcams send.
+            src_layout =
+                ImageLayout::tight(input.width, input.height, PixelFormat::I422, DType::U8)
+                    .map_err(|e| self.refuse(e.to_string()))?
+                    .with_colorimetry(input.colorimetry);
+        }
         let options = settings.options(input.colorimetry, input.height);
         Plan::new(&src_layout, &output.layout, &options).map_err(|e| {
             self.refuse(format!(
@@ -1118,6 +1169,10 @@ impl BaseTransformImpl for PinframeConvert {
         let Ok(input) = InputSpec::from_caps(&caps, self.backend()) else {
             return Ok(());
         };
+        if input.format.is_compressed() {
+            // Compressed frames are mapped and decoded, never imported: no pool to offer.
+            return Ok(());
+        }
         let Ok(layout) = input.default_layout() else {
             return Ok(());
         };
@@ -1255,6 +1310,26 @@ impl BaseTransformImpl for PinframeConvert {
         let processor = processor.as_mut().ok_or(gst::FlowError::Flushing)?;
         let info = match self.convert_frame(processor, &input, &output, inbuf, outbuf, &options) {
             Ok(info) => info,
+            Err(f) if f.corrupt => {
+                // A damaged frame from a camera or a network is one lost frame, not the
+                // end of the stream (what jpegdec does too): drop it, say so, count it.
+                gst::warning!(CAT, imp = self, "dropped a corrupt frame: {}", f.message);
+                if !self
+                    .corrupt_frame_posted
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    gst::element_imp_warning!(
+                        self,
+                        gst::StreamError::Decode,
+                        ("pinframe dropped a corrupt frame"),
+                        [
+                            "{} (posted once; the stats' corrupt-frames counts them all)",
+                            f.message
+                        ]
+                    );
+                }
+                return Ok(gst_base::BASE_TRANSFORM_FLOW_DROPPED);
+            }
             Err(f) => {
                 let what = "pinframe could not convert a frame";
                 match f.kind {
