@@ -98,7 +98,7 @@ fn main() -> ExitCode {
 enum Source {
     Camera(Box<Camera>),
     /// One frame made from an image file, converted again every frame.
-    Image(Tensor<u8>),
+    Image(Box<Tensor<u8>>),
 }
 
 fn open_source(args: &Args) -> Result<Source> {
@@ -133,7 +133,7 @@ fn open_source(args: &Args) -> Result<Source> {
             "source: {} as a looping {w}x{h} {format} camera frame",
             path.display()
         );
-        return Ok(Source::Image(frame));
+        return Ok(Source::Image(Box::new(frame)));
     }
     let config = CameraConfig {
         size: args.size,
@@ -307,7 +307,7 @@ fn run(args: &Args) -> Result<()> {
     );
     if let Some(path) = &args.snapshot {
         let frame = match source {
-            Source::Image(frame) => frame,
+            Source::Image(frame) => *frame,
             Source::Camera(_) => snapshot_frame.expect("kept the last frame"),
         };
         snapshot(&mut proc, &frame, &found, &info, path)?;

@@ -51,6 +51,7 @@ uniform int u_dtype;      // 0 u8, 1 i8, 2 f16, 3 f32
 uniform int u_chans;      // elements per pixel in a packed row (1, 3, 4); 1 when planar
 uniform int u_planar;     // 1: target rows [p*h, (p+1)*h) are plane p
 uniform int u_height;     // destination height (rows per plane)
+uniform int u_row0;       // the target row this image starts at (a slice of a batch)
 uniform int u_width;      // destination width in pixels
 uniform ivec4 u_map;      // element c of a pixel (or plane c) -> output channel 0..2, 3 alpha
 uniform vec3 u_scale;     // the plan's out_scale/out_bias: y = v * scale + bias, per output
@@ -251,7 +252,7 @@ uint u8_of(float v) {
 
 void main() {
     ivec2 frag = ivec2(gl_FragCoord.xy);
-    int row = frag.y;
+    int row = frag.y - u_row0;
     int plane = 0;
     if (u_planar == 1) {
         plane = row / u_height;

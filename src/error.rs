@@ -224,6 +224,31 @@ impl Error {
         }
     }
 
+    /// The same error (the same variant and kind) with `context` before its message,
+    /// e.g. which item of a batch it is about. Variants without a message are returned
+    /// as they are.
+    pub(crate) fn with_context(self, context: impl std::fmt::Display) -> Self {
+        let add = |m: String| format!("{context}: {m}");
+        match self {
+            Error::InvalidLayout(m) => Error::InvalidLayout(add(m)),
+            Error::InvalidShape(m) => Error::InvalidShape(add(m)),
+            Error::CorruptFrame(m) => Error::CorruptFrame(add(m)),
+            Error::InvalidFd(m) => Error::InvalidFd(add(m)),
+            Error::Unsupported(m) => Error::Unsupported(add(m)),
+            Error::InvalidArgument(m) => Error::InvalidArgument(add(m)),
+            Error::Timeout(m) => Error::Timeout(add(m)),
+            Error::Disconnected(m) => Error::Disconnected(add(m)),
+            Error::ImportRefused(m) => Error::ImportRefused(add(m)),
+            Error::Device(m) => Error::Device(add(m)),
+            Error::Gl(m) => Error::Gl(add(m)),
+            Error::Io { context: c, source } => Error::Io {
+                context: add(c),
+                source,
+            },
+            other => other,
+        }
+    }
+
     /// Wraps the current `errno` with a description of the call that failed.
     pub(crate) fn last_os(context: impl Into<String>) -> Self {
         Error::Io {

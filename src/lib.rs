@@ -17,8 +17,8 @@ pub mod runtime;
 pub mod tensor;
 
 pub use convert::{
-    ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Gamma, Interpolation, Isp,
-    Normalize, Quantize, Rotation,
+    BatchItem, BatchSource, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Gamma,
+    Interpolation, Isp, Normalize, Quantize, Rotation,
 };
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};

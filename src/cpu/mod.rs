@@ -105,18 +105,35 @@ pub(crate) enum Threads {
 /// The CPU converter: owns every buffer a conversion needs, so converting the same
 /// geometry again allocates nothing.
 pub(crate) struct CpuConverter {
+    /// One set per image of a batch (a single conversion uses the first), kept between
+    /// calls: each caches the tables of its last plan, so a batch whose items keep their
+    /// geometry from frame to frame rebuilds nothing.
+    scratch: Vec<Scratch>,
+    simd: Simd,
+}
+
+/// The tables and rows one image's conversion needs.
+#[derive(Default)]
+struct Scratch {
     tables: ColumnTables,
     decode: DecodeTables,
     rows: Vec<f32>,
-    simd: Simd,
+}
+
+/// One image of a batch for [`CpuConverter::convert_batch`]: its plan, its source (one
+/// slice per buffer of `src_layout`) and where its slice of the destination is (offsets
+/// relative to the slice's first element).
+pub(crate) struct BatchJob<'a> {
+    pub plan: &'a Plan,
+    pub src: &'a [&'a [u8]],
+    pub src_layout: &'a ImageLayout,
+    pub dst_layout: ImageLayout,
 }
 
 impl Default for CpuConverter {
     fn default() -> Self {
         CpuConverter {
-            tables: ColumnTables::default(),
-            decode: DecodeTables::default(),
-            rows: Vec::new(),
+            scratch: vec![Scratch::default()],
             simd: Simd::detect(),
         }
     }
@@ -124,8 +141,9 @@ impl Default for CpuConverter {
 
 impl std::fmt::Debug for CpuConverter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let floats: usize = self.scratch.iter().map(|s| s.rows.capacity()).sum();
         f.debug_struct("CpuConverter")
-            .field("scratch_floats", &self.rows.capacity())
+            .field("scratch_floats", &floats)
             .field("simd", &self.simd)
             .finish()
     }
@@ -200,20 +218,24 @@ impl CpuConverter {
         if T::DTYPE != plan.dst_dtype || dst_layout.dtype() != plan.dst_dtype {
             return Err(mismatch());
         }
+        let simd = self.simd;
+        let scratch = &mut self.scratch[0];
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
         match T::DTYPE {
-            DType::U8 => self.run::<u8>(plan, src, src_layout, bytes, dst_layout, threads),
+            DType::U8 => run::<u8>(
+                scratch, simd, plan, src, src_layout, bytes, dst_layout, threads,
+            ),
             DType::I8 => {
                 let d: &mut [i8] = bytemuck::cast_slice_mut(bytes);
-                self.run(plan, src, src_layout, d, dst_layout, threads)
+                run(scratch, simd, plan, src, src_layout, d, dst_layout, threads)
             }
             DType::F16 => {
                 let d: &mut [f16] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| mismatch())?;
-                self.run(plan, src, src_layout, d, dst_layout, threads)
+                run(scratch, simd, plan, src, src_layout, d, dst_layout, threads)
             }
             DType::F32 => {
                 let d: &mut [f32] = bytemuck::try_cast_slice_mut(bytes).map_err(|_| mismatch())?;
-                self.run(plan, src, src_layout, d, dst_layout, threads)
+                run(scratch, simd, plan, src, src_layout, d, dst_layout, threads)
             }
             other => Err(Error::Unsupported(format!(
                 "destination element type {other} is not supported; use u8, i8, f16 or f32"
@@ -221,122 +243,215 @@ impl CpuConverter {
         }
     }
 
-    fn run<T: OutElement>(
+    /// Executes a batch: job `i` writes `dst[i * slice_len..(i + 1) * slice_len]`. With
+    /// the pool, the images go over it together and each spreads its row bands over it
+    /// too (rayon steals across both levels), so the whole batch is one parallel pass
+    /// rather than one fork and join per image. Each slice gets exactly the bytes a
+    /// single conversion of its job writes (the same kernel on the same rows).
+    pub fn convert_batch<T: Element>(
         &mut self,
-        plan: &Plan,
-        src: &[&[u8]],
-        src_layout: &ImageLayout,
+        jobs: &[BatchJob<'_>],
         dst: &mut [T],
-        dst_layout: &ImageLayout,
+        slice_len: usize,
         threads: Threads,
     ) -> Result<()> {
-        plan.check_layouts(src_layout, dst_layout)?;
-        let mut src_lens = [0usize; 4];
-        if src.len() > src_lens.len() {
+        if slice_len == 0 || dst.len() < jobs.len() * slice_len {
             return Err(Error::InvalidArgument(format!(
-                "{} source buffers given; an image has at most 3",
-                src.len()
+                "a batch of {} images of {slice_len} elements does not fit {} elements",
+                jobs.len(),
+                dst.len()
             )));
         }
-        for (l, s) in src_lens.iter_mut().zip(src) {
-            *l = s.len();
-        }
-        src_layout.validate_buffers(&src_lens[..src.len()])?;
-        dst_layout.validate_buffers(&[std::mem::size_of_val(dst)])?;
-
-        let decoding = decode::decodes(src_layout);
-        let (channels, mut count) = sample::channel_sources(src_layout);
-        let extra = if decoding {
-            count = plan.source_channels.count();
-            self.decode.build(plan, src_layout);
-            self.decode.scratch_len()
-        } else {
-            self.tables.build(plan, &channels, count);
-            self.tables.blend_len()
-        };
-        let vw = plan.valid[2] as usize;
-        let height = plan.dst_height as usize;
-        let pixels = plan.dst_width as usize * height;
-        let bands = if threads == Threads::Pool && pixels >= PARALLEL_MIN_PIXELS {
-            (rayon::current_num_threads() * 4).min(height)
-        } else {
-            1
-        };
-        let band_rows = height.div_ceil(bands);
-        let bands = height.div_ceil(band_rows);
-        let band_scratch = ROWS_PER_BAND * vw + extra;
-        if self.rows.len() < bands * band_scratch {
-            self.rows.resize(bands * band_scratch, 0.0);
-        }
-        let job = Job {
-            plan,
-            src,
-            channels,
-            count,
-            tables: &self.tables,
-            decode: decoding.then_some(&self.decode),
-            simd: self.simd,
-        };
-        let scratch = &mut self.rows[..bands * band_scratch];
-        let elem = std::mem::size_of::<T>();
-        let planes = dst_layout.planes();
-        let region = |i: usize| {
-            let start = planes[i].offset / elem;
-            let len = dst_layout.plane_end(i) / elem - start;
-            (start, len, planes[i].stride / elem)
-        };
-
-        if dst_layout.format().family() == FormatFamily::PlanarRgb {
-            let spans = [0, 1, 2].map(region);
-            let [r0, r1, r2] = split3(
-                dst,
-                [spans[0].0, spans[1].0, spans[2].0],
-                [spans[0].1, spans[1].1, spans[2].1],
-            );
-            // Plane i holds output channel `order[i]`; re-order so index c is channel c.
-            let strides = [spans[0].2, spans[1].2, spans[2].2];
-            let pos = plan.dst_channel_positions;
-            let run = |(((b, p0), p1), p2): PlanarChunks<'_, T>, scr: &mut [f32]| {
-                let mut by_plane = [Some(p0), Some(p1), Some(p2)];
-                let band = [pos[0], pos[1], pos[2]].map(|p| by_plane[p].take().unwrap_or_default());
-                let plane_strides = [strides[pos[0]], strides[pos[1]], strides[pos[2]]];
-                job.band(b * band_rows, Band::Planar(band), plane_strides, scr);
-            };
-            if bands > 1 {
-                r0.par_chunks_mut(band_rows * strides[0])
-                    .enumerate()
-                    .zip(r1.par_chunks_mut(band_rows * strides[1]))
-                    .zip(r2.par_chunks_mut(band_rows * strides[2]))
-                    .zip(scratch.par_chunks_mut(band_scratch))
-                    .for_each(|(planes, scr)| run(planes, scr));
-            } else {
-                r0.chunks_mut(band_rows * strides[0])
-                    .enumerate()
-                    .zip(r1.chunks_mut(band_rows * strides[1]))
-                    .zip(r2.chunks_mut(band_rows * strides[2]))
-                    .zip(scratch.chunks_mut(band_scratch))
-                    .for_each(|(planes, scr)| run(planes, scr));
-            }
-        } else {
-            let (start, len, stride) = region(0);
-            let rows = &mut dst[start..start + len];
-            let run = |(b, band): (usize, &mut [T]), scr: &mut [f32]| {
-                job.band(b * band_rows, Band::Packed(band), [stride; 3], scr);
-            };
-            if bands > 1 {
-                rows.par_chunks_mut(band_rows * stride)
-                    .enumerate()
-                    .zip(scratch.par_chunks_mut(band_scratch))
-                    .for_each(|(band, scr)| run(band, scr));
-            } else {
-                rows.chunks_mut(band_rows * stride)
-                    .enumerate()
-                    .zip(scratch.chunks_mut(band_scratch))
-                    .for_each(|(band, scr)| run(band, scr));
+        for job in jobs {
+            if T::DTYPE != job.plan.dst_dtype || job.dst_layout.dtype() != job.plan.dst_dtype {
+                return Err(Error::InvalidArgument(format!(
+                    "destination elements are {} but a plan of the batch writes {}",
+                    T::DTYPE,
+                    job.plan.dst_dtype
+                )));
             }
         }
-        Ok(())
+        if self.scratch.len() < jobs.len() {
+            self.scratch.resize_with(jobs.len(), Scratch::default);
+        }
+        let simd = self.simd;
+        let scratch = &mut self.scratch[..jobs.len()];
+        let dst = &mut dst[..jobs.len() * slice_len];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        let slice_bytes = slice_len * std::mem::size_of::<T>();
+        match T::DTYPE {
+            DType::U8 => run_batch::<u8>(scratch, simd, jobs, bytes, slice_bytes, threads),
+            DType::I8 => {
+                let d: &mut [i8] = bytemuck::cast_slice_mut(bytes);
+                run_batch(scratch, simd, jobs, d, slice_bytes, threads)
+            }
+            DType::F16 => {
+                let d: &mut [f16] = bytemuck::cast_slice_mut(bytes);
+                run_batch(scratch, simd, jobs, d, slice_bytes / 2, threads)
+            }
+            DType::F32 => {
+                let d: &mut [f32] = bytemuck::cast_slice_mut(bytes);
+                run_batch(scratch, simd, jobs, d, slice_bytes / 4, threads)
+            }
+            other => Err(Error::Unsupported(format!(
+                "destination element type {other} is not supported; use u8, i8, f16 or f32"
+            ))),
+        }
     }
+}
+
+/// Runs every job of a batch into its slice of `dst` (`slice_len` elements each).
+fn run_batch<T: OutElement>(
+    scratch: &mut [Scratch],
+    simd: Simd,
+    jobs: &[BatchJob<'_>],
+    dst: &mut [T],
+    slice_len: usize,
+    threads: Threads,
+) -> Result<()> {
+    let one = |((d, job), s): ((&mut [T], &BatchJob<'_>), &mut Scratch)| {
+        run(
+            s,
+            simd,
+            job.plan,
+            job.src,
+            job.src_layout,
+            d,
+            &job.dst_layout,
+            threads,
+        )
+    };
+    if threads == Threads::Pool && jobs.len() > 1 {
+        dst.par_chunks_mut(slice_len)
+            .zip(jobs.par_iter())
+            .zip(scratch.par_iter_mut())
+            .try_for_each(one)
+    } else {
+        dst.chunks_mut(slice_len)
+            .zip(jobs.iter())
+            .zip(scratch.iter_mut())
+            .try_for_each(one)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Executes `plan` for one image with `scratch`'s tables and rows.
+fn run<T: OutElement>(
+    scratch: &mut Scratch,
+    simd: Simd,
+    plan: &Plan,
+    src: &[&[u8]],
+    src_layout: &ImageLayout,
+    dst: &mut [T],
+    dst_layout: &ImageLayout,
+    threads: Threads,
+) -> Result<()> {
+    plan.check_layouts(src_layout, dst_layout)?;
+    let mut src_lens = [0usize; 4];
+    if src.len() > src_lens.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} source buffers given; an image has at most 3",
+            src.len()
+        )));
+    }
+    for (l, s) in src_lens.iter_mut().zip(src) {
+        *l = s.len();
+    }
+    src_layout.validate_buffers(&src_lens[..src.len()])?;
+    dst_layout.validate_buffers(&[std::mem::size_of_val(dst)])?;
+
+    let decoding = decode::decodes(src_layout);
+    let (channels, mut count) = sample::channel_sources(src_layout);
+    let extra = if decoding {
+        count = plan.source_channels.count();
+        scratch.decode.build(plan, src_layout);
+        scratch.decode.scratch_len()
+    } else {
+        scratch.tables.build(plan, &channels, count);
+        scratch.tables.blend_len()
+    };
+    let vw = plan.valid[2] as usize;
+    let height = plan.dst_height as usize;
+    let pixels = plan.dst_width as usize * height;
+    let bands = if threads == Threads::Pool && pixels >= PARALLEL_MIN_PIXELS {
+        (rayon::current_num_threads() * 4).min(height)
+    } else {
+        1
+    };
+    let band_rows = height.div_ceil(bands);
+    let bands = height.div_ceil(band_rows);
+    let band_scratch = ROWS_PER_BAND * vw + extra;
+    if scratch.rows.len() < bands * band_scratch {
+        scratch.rows.resize(bands * band_scratch, 0.0);
+    }
+    let job = Job {
+        plan,
+        src,
+        channels,
+        count,
+        tables: &scratch.tables,
+        decode: decoding.then_some(&scratch.decode),
+        simd,
+    };
+    let scratch = &mut scratch.rows[..bands * band_scratch];
+    let elem = std::mem::size_of::<T>();
+    let planes = dst_layout.planes();
+    let region = |i: usize| {
+        let start = planes[i].offset / elem;
+        let len = dst_layout.plane_end(i) / elem - start;
+        (start, len, planes[i].stride / elem)
+    };
+
+    if dst_layout.format().family() == FormatFamily::PlanarRgb {
+        let spans = [0, 1, 2].map(region);
+        let [r0, r1, r2] = split3(
+            dst,
+            [spans[0].0, spans[1].0, spans[2].0],
+            [spans[0].1, spans[1].1, spans[2].1],
+        );
+        // Plane i holds output channel `order[i]`; re-order so index c is channel c.
+        let strides = [spans[0].2, spans[1].2, spans[2].2];
+        let pos = plan.dst_channel_positions;
+        let run = |(((b, p0), p1), p2): PlanarChunks<'_, T>, scr: &mut [f32]| {
+            let mut by_plane = [Some(p0), Some(p1), Some(p2)];
+            let band = [pos[0], pos[1], pos[2]].map(|p| by_plane[p].take().unwrap_or_default());
+            let plane_strides = [strides[pos[0]], strides[pos[1]], strides[pos[2]]];
+            job.band(b * band_rows, Band::Planar(band), plane_strides, scr);
+        };
+        if bands > 1 {
+            r0.par_chunks_mut(band_rows * strides[0])
+                .enumerate()
+                .zip(r1.par_chunks_mut(band_rows * strides[1]))
+                .zip(r2.par_chunks_mut(band_rows * strides[2]))
+                .zip(scratch.par_chunks_mut(band_scratch))
+                .for_each(|(planes, scr)| run(planes, scr));
+        } else {
+            r0.chunks_mut(band_rows * strides[0])
+                .enumerate()
+                .zip(r1.chunks_mut(band_rows * strides[1]))
+                .zip(r2.chunks_mut(band_rows * strides[2]))
+                .zip(scratch.chunks_mut(band_scratch))
+                .for_each(|(planes, scr)| run(planes, scr));
+        }
+    } else {
+        let (start, len, stride) = region(0);
+        let rows = &mut dst[start..start + len];
+        let run = |(b, band): (usize, &mut [T]), scr: &mut [f32]| {
+            job.band(b * band_rows, Band::Packed(band), [stride; 3], scr);
+        };
+        if bands > 1 {
+            rows.par_chunks_mut(band_rows * stride)
+                .enumerate()
+                .zip(scratch.par_chunks_mut(band_scratch))
+                .for_each(|(band, scr)| run(band, scr));
+        } else {
+            rows.chunks_mut(band_rows * stride)
+                .enumerate()
+                .zip(scratch.chunks_mut(band_scratch))
+                .for_each(|(band, scr)| run(band, scr));
+        }
+    }
+    Ok(())
 }
 
 /// Splits `dst` into three disjoint mutable regions `[start, start + len)` (validated

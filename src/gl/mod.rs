@@ -40,6 +40,7 @@
 //! `uploads`, and once per buffer in `import_failures`). A refusal is remembered per
 //! buffer (the driver is not asked again every frame) and logged once per cause.
 
+mod batch;
 mod cache;
 mod egl;
 pub(crate) mod import;
@@ -284,8 +285,16 @@ impl GlBackend {
                 // The GPU writes the dma-buf without a CPU mapping: hold off pin readers
                 // (a runtime's run) as `map_mut` would, until the result is there.
                 let _write = dst.write_hold()?;
-                self.renderer
-                    .draw(gl, draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
+                self.renderer.draw(
+                    gl,
+                    draw,
+                    &src_layout,
+                    &textures,
+                    &dst_layout,
+                    &shape,
+                    fbo,
+                    0,
+                )?;
                 self.stats.draws += 1;
                 log::debug!("GL: glFinish");
                 // The dma-buf must hold the result when convert returns.
@@ -295,8 +304,16 @@ impl GlBackend {
             }
             None => {
                 let fbo = self.renderer.own_target(gl, &shape)?;
-                self.renderer
-                    .draw(gl, draw, &src_layout, &textures, &dst_layout, &shape, fbo)?;
+                self.renderer.draw(
+                    gl,
+                    draw,
+                    &src_layout,
+                    &textures,
+                    &dst_layout,
+                    &shape,
+                    fbo,
+                    0,
+                )?;
                 self.stats.draws += 1;
                 log::debug!("GL: reading back");
                 let mut map = dst.map_mut()?;
@@ -333,7 +350,7 @@ impl GlBackend {
         self.stats.uploads += 1;
         let fbo = self.renderer.own_target(gl, &shape)?;
         self.renderer
-            .draw(gl, draw, src_layout, &textures, dst_layout, &shape, fbo)?;
+            .draw(gl, draw, src_layout, &textures, dst_layout, &shape, fbo, 0)?;
         self.stats.draws += 1;
         let mut sink = SliceSink(dst);
         self.renderer

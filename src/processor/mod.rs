@@ -4,6 +4,7 @@
 //! [`Plan`](crate::convert::Plan) it hands them: picking a backend, counting what they did
 //! and falling back (counted, logged once) is decided here and nowhere else.
 
+mod batch;
 mod mjpeg;
 
 use crate::convert::{ConvertInfo, ConvertOptions, Plan};
@@ -419,6 +420,13 @@ impl ImageProcessor {
                     .into(),
             ));
         };
+        if dst.batch_len() > 1 {
+            return Err(Error::InvalidArgument(format!(
+                "the destination is a batch of {} images: convert into it with \
+                 convert_batch",
+                dst.batch_len()
+            )));
+        }
         // A copy (layouts are `Copy`): the mutable mapping of `dst` below must not borrow
         // from `dst` itself.
         let dst_layout = *layout;

@@ -27,7 +27,7 @@ pub use pin::{
 use storage::BufferStorage;
 use sync::SyncPhase;
 
-use crate::image::{ImageLayout, PixelFormat};
+use crate::image::{ImageLayout, PixelFormat, Plane};
 use crate::{Element, Error, Result};
 
 /// Row pitch alignment of images allocated in DMA memory (what display, camera and GPU
@@ -188,9 +188,19 @@ pub struct Tensor<T: Element> {
     extents: Vec<usize>,
     shape: Vec<usize>,
     layout: Option<ImageLayout>,
+    /// For a batch of images ([`Tensor::image_batch`]): how many, and the bytes from one
+    /// slice to the next; `layout` is slice 0's.
+    batch: Option<Batch>,
     memory: Memory,
     dma_route: Option<DmaRoute>,
     _element: PhantomData<T>,
+}
+
+/// How the images of a batch tensor follow each other in its one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Batch {
+    count: usize,
+    slice_bytes: usize,
 }
 
 /// One allocated buffer and how it was made.
@@ -334,6 +344,7 @@ impl<T: Element> Tensor<T> {
             extents: vec![bytes],
             shape: shape.to_vec(),
             layout: None,
+            batch: None,
             dma_route: a.route,
             _element: PhantomData,
         })
@@ -354,6 +365,7 @@ impl<T: Element> Tensor<T> {
             extents: vec![bytes],
             shape: shape.to_vec(),
             layout: None,
+            batch: None,
             dma_route: a.route,
             _element: PhantomData,
         })
@@ -424,9 +436,134 @@ impl<T: Element> Tensor<T> {
             extents,
             shape: layout.shape(),
             layout: Some(layout),
+            batch: None,
             dma_route: route,
             _element: PhantomData,
         })
+    }
+
+    /// A batch of `count` images of one size and format in one buffer, slice `i` after
+    /// slice `i - 1`: shape `[count, h, w, c]` for packed outputs (NHWC), `[count, 3, h, w]`
+    /// for planar RGB (NCHW). Each slice is laid out as [`Tensor::image`] would lay out
+    /// one image (tight rows in heap and memfd memory, so the whole tensor is one dense
+    /// array a runtime can bind as one input; DMA rows aligned to
+    /// [`DMA_ROW_ALIGNMENT`]). [`ImageProcessor::convert_batch`](crate::ImageProcessor::convert_batch)
+    /// fills it; [`slice_layout`](Tensor::slice_layout) addresses one slice.
+    ///
+    /// ```
+    /// use pinframe::{Memory, PixelFormat, Tensor};
+    /// let t = Tensor::<f32>::image_batch(16, 224, 224, PixelFormat::PlanarRgb, Memory::Heap)?;
+    /// assert_eq!(t.shape(), &[16, 3, 224, 224]);
+    /// assert_eq!(t.batch_len(), 16);
+    /// assert_eq!(t.slice_layout(1)?.planes()[0].offset, 3 * 224 * 224 * 4);
+    /// # Ok::<(), pinframe::Error>(())
+    /// ```
+    pub fn image_batch(
+        count: usize,
+        width: u32,
+        height: u32,
+        format: PixelFormat,
+        memory: impl Into<MemoryRequest>,
+    ) -> Result<Self> {
+        if count == 0 {
+            return Err(Error::InvalidShape(
+                "a batch holds at least one image (count 0 given)".into(),
+            ));
+        }
+        let memory = memory.into();
+        let mut last = None;
+        for &m in memory.order() {
+            let layout = if m == Memory::Dma {
+                ImageLayout::with_row_alignment(width, height, format, T::DTYPE, DMA_ROW_ALIGNMENT)?
+            } else {
+                ImageLayout::tight(width, height, format, T::DTYPE)?
+            };
+            if layout.buffer_count() != 1 {
+                return Err(Error::InvalidLayout(format!(
+                    "{format} spans {} buffers; a batch holds images of one buffer each",
+                    layout.buffer_count()
+                )));
+            }
+            let slice_bytes = layout.allocation_len(0);
+            let bytes = slice_bytes
+                .checked_mul(count)
+                .filter(|&b| b <= isize::MAX as usize)
+                .ok_or_else(|| {
+                    Error::InvalidShape(format!(
+                        "a batch of {count} {width}x{height} {format} images overflows"
+                    ))
+                })?;
+            match allocate_all(&[bytes], MemoryRequest::Only(m)) {
+                Ok(mut a) => {
+                    let a = a.remove(0);
+                    if let Some(e) = last {
+                        log::debug!("{memory} batch tensor fell back to {m}: {e}");
+                    }
+                    let mut shape = vec![count];
+                    shape.extend(layout.shape());
+                    return Ok(Tensor {
+                        memory: a.storage.memory(),
+                        buffers: vec![a.storage],
+                        extents: vec![bytes],
+                        shape,
+                        layout: Some(layout),
+                        batch: Some(Batch { count, slice_bytes }),
+                        dma_route: a.route,
+                        _element: PhantomData,
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::InvalidArgument("no memory kind".into())))
+    }
+
+    /// How many images the tensor holds: `count` for a batch from
+    /// [`image_batch`](Tensor::image_batch), else 1.
+    pub fn batch_len(&self) -> usize {
+        self.batch.map_or(1, |b| b.count)
+    }
+
+    /// The layout of image `index` of a batch (offsets in the tensor's one buffer); for a
+    /// single image, index 0 is its layout. An error for a tensor without a layout or an
+    /// index past the batch.
+    pub fn slice_layout(&self, index: usize) -> Result<ImageLayout> {
+        let layout = self
+            .layout
+            .ok_or_else(|| Error::InvalidArgument("the tensor has no image layout".into()))?;
+        if index >= self.batch_len() {
+            return Err(Error::InvalidArgument(format!(
+                "slice {index} of a batch of {}",
+                self.batch_len()
+            )));
+        }
+        let Some(batch) = self.batch else {
+            return Ok(layout);
+        };
+        let shift = index * batch.slice_bytes;
+        let planes: Vec<Plane> = layout
+            .planes()
+            .iter()
+            .map(|p| Plane {
+                offset: p.offset + shift,
+                ..*p
+            })
+            .collect();
+        Ok(ImageLayout::with_planes(
+            layout.width(),
+            layout.height(),
+            layout.format(),
+            layout.dtype(),
+            &planes,
+        )?
+        .with_modifier(layout.modifier())
+        .with_colorimetry(layout.colorimetry()))
+    }
+
+    /// Bytes from one slice of a batch to the next (for a single image, its buffer's
+    /// length), for code that addresses the slices itself.
+    pub fn slice_bytes(&self) -> usize {
+        self.batch.map_or(self.extents[0], |b| b.slice_bytes)
     }
 
     /// Imports a dma-buf or memfd holding one image. The fd is duplicated (the caller
@@ -501,6 +638,7 @@ impl<T: Element> Tensor<T> {
             extents,
             shape: layout.shape(),
             layout: Some(layout),
+            batch: None,
             memory,
             dma_route: None,
             _element: PhantomData,
@@ -539,7 +677,8 @@ impl<T: Element> Tensor<T> {
 
     /// Describes the tensor's buffer(s) as the image `layout`, validated against the
     /// buffer sizes. The shape is unchanged: the layout can address a region of the
-    /// tensor, such as one tile of a batch.
+    /// tensor, such as one tile of a batch. A batch tensor becomes one image (the
+    /// layout's) for conversions: [`batch_len`](Tensor::batch_len) is 1 afterwards.
     pub fn set_layout(&mut self, layout: ImageLayout) -> Result<()> {
         check_dtype::<T>(&layout)?;
         let sizes: Vec<usize> = self.buffers.iter().map(|b| b.len()).collect();
@@ -548,6 +687,7 @@ impl<T: Element> Tensor<T> {
             *extent = (*extent).max(layout.required_len(b));
         }
         self.layout = Some(layout);
+        self.batch = None;
         Ok(())
     }
 
@@ -636,8 +776,15 @@ impl<T: Element> Tensor<T> {
             }
             (out, n)
         };
-        let (mine, m) = extents(&self.buffers, self.layout());
-        let (theirs, t) = extents(&other.buffers, other.layout());
+        // A batch addresses its whole buffer, not only slice 0.
+        let (mine, m) = extents(
+            &self.buffers,
+            self.layout().filter(|_| self.batch.is_none()),
+        );
+        let (theirs, t) = extents(
+            &other.buffers,
+            other.layout().filter(|_| other.batch.is_none()),
+        );
         for &(i, start, end) in &mine[..m] {
             for &(j, other_start, other_end) in &theirs[..t] {
                 let (a, b) = (&self.buffers[i], &other.buffers[j]);
@@ -932,6 +1079,9 @@ impl<T: Element> fmt::Debug for Tensor<T> {
             .field("memory", &self.memory);
         if let Some(l) = &self.layout {
             d.field("layout", l);
+        }
+        if let Some(b) = &self.batch {
+            d.field("batch", &b.count);
         }
         if let Some(r) = &self.dma_route {
             d.field("dma_route", r);

@@ -290,7 +290,8 @@ impl Renderer {
     }
 
     /// Draws the conversion of `src` (textures in binding order, of `src_layout`)
-    /// into `fbo`, whose shape is `shape` for the destination `dst_layout`.
+    /// into `fbo`, whose shape is `shape` for the destination `dst_layout`, from target
+    /// row `row0` on (0, or where a slice of a batch starts in a stacked target).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn draw(
         &mut self,
@@ -301,6 +302,7 @@ impl Renderer {
         dst_layout: &ImageLayout,
         shape: &TargetShape,
         fbo: glow::Framebuffer,
+        row0: u32,
     ) -> Result<()> {
         let sf = src_layout.format();
         let kind = SourceKind::of(sf)?;
@@ -365,7 +367,7 @@ impl Renderer {
         // declared types.
         unsafe {
             gl.bind_framebuffer(glow::FRAMEBUFFER, Some(fbo));
-            gl.viewport(0, 0, shape.width as i32, shape.rows as i32);
+            gl.viewport(0, row0 as i32, shape.width as i32, shape.rows as i32);
             gl.disable(glow::BLEND);
             gl.disable(glow::DITHER);
             gl.disable(glow::SCISSOR_TEST);
@@ -399,6 +401,7 @@ impl Renderer {
             gl.uniform_1_i32(u.chans.as_ref(), draw.chans);
             gl.uniform_1_i32(u.planar.as_ref(), (shape.planes == 3) as i32);
             gl.uniform_1_i32(u.height.as_ref(), dst_layout.height() as i32);
+            gl.uniform_1_i32(u.row0.as_ref(), row0 as i32);
             gl.uniform_1_i32(u.width.as_ref(), dst_layout.width() as i32);
             let m = draw.map;
             gl.uniform_4_i32(u.map.as_ref(), m[0], m[1], m[2], m[3]);
