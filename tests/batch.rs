@@ -509,7 +509,7 @@ fn a_bad_item_is_refused_before_anything_is_written() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("211839"), "{e}");
 
-    // A source without a layout, a compressed source.
+    // A source without a layout; a damaged compressed frame (zeros are no JPEG).
     let plain = Tensor::<u8>::new(&[16, 16], Memory::Heap).unwrap();
     let e = p
         .convert_batch(&[BatchItem::tensor(&plain)], &mut batch, &opts)
@@ -520,10 +520,11 @@ fn a_bad_item_is_refused_before_anything_is_written() {
         Memory::Heap,
     )
     .unwrap();
-    let e = p
-        .convert_batch(&[BatchItem::tensor(&jpeg)], &mut batch, &opts)
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    let mut items = sources.items(1);
+    items.push(BatchItem::tensor(&jpeg));
+    let e = p.convert_batch(&items, &mut batch, &opts).unwrap_err();
+    assert!(matches!(e, pinframe::Error::CorruptFrame(_)), "{e}");
+    assert!(e.to_string().contains("batch item 1"), "{e}");
 
     // Options the destination cannot take (quantising a float output).
     let e = p
@@ -606,4 +607,61 @@ fn to_source_maps_each_slice_into_its_own_frame() {
     assert_eq!(infos[0].to_source(0.0, 0.0), (640.0, 360.0));
     assert_eq!(infos[0].to_source(160.0, 90.0), (960.0, 540.0));
     assert_eq!(infos[1].to_source(160.0, 90.0), (640.0, 480.0));
+}
+
+/// A Motion-JPEG frame of `w`x`h` in `format`'s sampling (I422 or I420), encoded by
+/// libjpeg-turbo from smooth planes.
+fn jpeg_frame(w: u32, h: u32, format: PixelFormat, seed: u32) -> Vec<u8> {
+    let layout = ImageLayout::tight(w, h, format, DType::U8).unwrap();
+    let planes = smooth(layout.required_len(0), seed);
+    pinframe::jpeg::JpegEncoder::new()
+        .unwrap()
+        .encode(&planes, &layout, 85)
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn motion_jpeg_items_decode_into_their_slices() {
+    let sources = Sources::new();
+    let a = jpeg_frame(640, 480, PixelFormat::I422, 7);
+    let b = jpeg_frame(322, 182, PixelFormat::I420, 8);
+    let a_layout =
+        ImageLayout::with_stride(640, 480, PixelFormat::Mjpeg, DType::U8, a.len()).unwrap();
+    let mut a_tensor = Tensor::<u8>::with_layout(a_layout, Memory::Heap).unwrap();
+    a_tensor.map_mut().unwrap().as_bytes_mut()[..a.len()].copy_from_slice(&a);
+    let b_layout =
+        ImageLayout::with_stride(322, 182, PixelFormat::Mjpeg, DType::U8, b.len()).unwrap();
+    let b_bufs = [&b[..]];
+    let items = [
+        BatchItem::tensor(&a_tensor),
+        BatchItem::tensor(&sources.nv12).with_crop(Crop::new(1000, 500, 280, 220)),
+        BatchItem::tensor(&a_tensor).with_crop(Crop::new(320, 240, 320, 240)),
+        BatchItem::bytes(&b_bufs, &b_layout).with_fit(Fit::Fill),
+    ];
+    let options = ConvertOptions {
+        fit: Fit::Letterbox { pad: [0, 0, 0] },
+        normalize: Normalize::IMAGENET,
+        ..ConvertOptions::default()
+    };
+    let mut p = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let mut batch =
+        Tensor::<f32>::image_batch(4, 120, 90, PixelFormat::PlanarRgb, Memory::Heap).unwrap();
+    sentinel_fill(&mut batch);
+    // Twice: the second batch reuses the decoded planes of the first.
+    for round in 0..2 {
+        let infos = p.convert_batch(&items, &mut batch, &options).unwrap();
+        assert_eq!(
+            infos[0].decode_scale, 4,
+            "640x480 into 120x90 decodes at 1/4"
+        );
+        for (i, item) in items.iter().enumerate() {
+            let (want, info) = single(&mut p, item, &batch, &options);
+            assert_eq!(infos[i], info, "round {round}: item {i}'s ConvertInfo");
+            assert!(
+                slice_bytes(&batch, i) == want,
+                "round {round}: slice {i} differs from the single conversion of its item"
+            );
+        }
+    }
 }

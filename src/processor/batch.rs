@@ -17,9 +17,10 @@ impl ImageProcessor {
     ///
     /// Fewer items than slices convert into the first slices and leave the others as
     /// they are (a second stage with fewer detections than its model's batch); more
-    /// items than slices, no item, a source without a layout, a compressed source, a
-    /// crop outside its source or options the destination cannot take are errors found
-    /// before anything is written. The CPU backend runs the whole batch as one parallel
+    /// items than slices, no item, a source without a layout, a crop outside its source,
+    /// a damaged compressed frame or options the destination cannot take are errors
+    /// found before anything is written. Compressed (`mjpeg`) items are decoded first,
+    /// each into planes of its own, at the scale its slice allows. The CPU backend runs the whole batch as one parallel
     /// pass; the GL backend imports or uploads each distinct source once, draws every
     /// item into one render target and reads it back once (none for a dma-buf it renders
     /// into), counted in [`ProcessorStats`](crate::ProcessorStats).
@@ -56,15 +57,104 @@ impl ImageProcessor {
                 items.len()
             )));
         }
+        let compressed = |item: &BatchItem<'_>| {
+            item.source
+                .layout()
+                .is_ok_and(|l| l.format().is_compressed())
+        };
+        if items.iter().any(compressed) {
+            // Each compressed item is decoded into planes of its own (kept for the next
+            // batch), then converted from them with the others.
+            let mut slots = std::mem::take(&mut self.mjpeg.batch_planes);
+            if slots.len() < items.len() {
+                slots.resize_with(items.len(), || None);
+            }
+            let result = self.convert_batch_decoding(items, dst, &slice, options, &mut slots);
+            self.mjpeg.batch_planes = slots;
+            return result;
+        }
         let mut plans = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let plan = plan_item(item, dst, &slice, options)
+            let plan = check_source(item, dst)
+                .and_then(|()| plan_item(item, &slice, options))
                 .map_err(|e| e.with_context(format!("batch item {i}")))?;
             plans.push(plan);
         }
         self.run_batch(items, &plans, dst, &slice)?;
         self.stats.frames += items.len() as u64;
         Ok(plans.iter().map(Plan::info).collect())
+    }
+
+    /// A batch with compressed items: every item checked and planned, every compressed
+    /// one decoded into `slots[i]` (a damaged frame is an error naming its item, before
+    /// anything is written), then the batch converted with the decoded items reading
+    /// their planes. A compressed frame is decoded once per item that reads it (each
+    /// crop may decode at its own scale).
+    fn convert_batch_decoding<T: Element>(
+        &mut self,
+        items: &[BatchItem<'_>],
+        dst: &mut Tensor<T>,
+        slice: &ImageLayout,
+        options: &ConvertOptions,
+        slots: &mut [Option<Tensor<u8>>],
+    ) -> Result<Vec<ConvertInfo>> {
+        let memory = self.decoded_planes_memory();
+        let mut plans = Vec::with_capacity(items.len());
+        let mut infos = Vec::with_capacity(items.len());
+        let mut decoded = vec![false; items.len()];
+        for (i, item) in items.iter().enumerate() {
+            let (plan, info) = (|| {
+                check_source(item, dst)?;
+                let layout = item.source.layout()?;
+                if !layout.format().is_compressed() {
+                    let plan = plan_item(item, slice, options)?;
+                    let info = plan.info();
+                    return Ok((plan, info));
+                }
+                let opts = item.options(options);
+                let d = match item.source {
+                    BatchSource::Tensor(t) => {
+                        let map = t.map()?;
+                        let data = super::mjpeg::frame_bytes(map.buffer_bytes(0), layout)?;
+                        self.mjpeg.decode_into_slot(
+                            &mut slots[i],
+                            data,
+                            layout,
+                            slice,
+                            &opts,
+                            memory,
+                        )?
+                    }
+                    BatchSource::Bytes { buffers, .. } => {
+                        let data = buffers.first().copied().unwrap_or_default();
+                        let data = super::mjpeg::frame_bytes(data, layout)?;
+                        self.mjpeg.decode_into_slot(
+                            &mut slots[i],
+                            data,
+                            layout,
+                            slice,
+                            &opts,
+                            memory,
+                        )?
+                    }
+                };
+                decoded[i] = true;
+                Ok::<_, Error>((d.plan, d.info))
+            })()
+            .map_err(|e| e.with_context(format!("batch item {i}")))?;
+            plans.push(plan);
+            infos.push(info);
+        }
+        let mut sources = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            sources.push(match (&slots[i], decoded[i]) {
+                (Some(planes), true) => BatchItem::tensor(planes),
+                _ => *item,
+            });
+        }
+        self.run_batch(&sources, &plans, dst, slice)?;
+        self.stats.frames += items.len() as u64;
+        Ok(infos)
     }
 
     /// Runs the planned batch on GL or the CPU.
@@ -141,22 +231,10 @@ impl ImageProcessor {
     }
 }
 
-/// The plan of one item into a slice laid out as `slice`, with every check a conversion
-/// makes before it writes: the source's layout and buffers, aliasing with the
-/// destination, the options.
-fn plan_item<T: Element>(
-    item: &BatchItem<'_>,
-    dst: &Tensor<T>,
-    slice: &ImageLayout,
-    options: &ConvertOptions,
-) -> Result<Plan> {
+/// The checks of one item's source a conversion makes before it writes: its layout and
+/// buffers, and aliasing with the destination.
+fn check_source<T: Element>(item: &BatchItem<'_>, dst: &Tensor<T>) -> Result<()> {
     let layout = item.source.layout()?;
-    if layout.format().is_compressed() {
-        return Err(Error::Unsupported(format!(
-            "{} sources are not batched yet: convert each frame with convert_with",
-            layout.format()
-        )));
-    }
     if layout.buffer_count() > MAX_SOURCE_BUFFERS {
         return Err(Error::InvalidLayout(format!(
             "the source spans {} buffers; at most {MAX_SOURCE_BUFFERS} are supported",
@@ -178,6 +256,12 @@ fn plan_item<T: Element>(
             layout.validate_buffers(&lens)?;
         }
     }
+    Ok(())
+}
+
+/// The plan of one raw item into a slice laid out as `slice`.
+fn plan_item(item: &BatchItem<'_>, slice: &ImageLayout, options: &ConvertOptions) -> Result<Plan> {
+    let layout = item.source.layout()?;
     let plan = Plan::new(layout, slice, &item.options(options))?;
     plan.check_layouts(layout, slice)?;
     Ok(plan)

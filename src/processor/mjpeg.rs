@@ -14,6 +14,8 @@ use crate::{Error, Result};
 pub(super) struct MjpegStage {
     decoder: Option<JpegDecoder>,
     planes: Option<Tensor<u8>>,
+    /// The planes of each compressed item of a batch, by item index.
+    pub(super) batch_planes: Vec<Option<Tensor<u8>>>,
 }
 
 /// A decoded frame ready to convert: the plan from its planes, and what the caller is
@@ -35,52 +37,37 @@ impl MjpegStage {
         options: &ConvertOptions,
         memory: Option<Memory>,
     ) -> Result<Decoded> {
-        debug_assert_eq!(src_layout.format(), PixelFormat::Mjpeg);
-        let info = jpeg::parse(data)?;
-        if (info.width, info.height) != (src_layout.width(), src_layout.height()) {
-            return Err(Error::CorruptFrame(format!(
-                "the JPEG frame is {}x{}, its layout says {}x{}",
-                info.width,
-                info.height,
-                src_layout.width(),
-                src_layout.height()
-            )));
-        }
-        let data = &data[..info.len];
-        let colorimetry = src_layout.colorimetry().or(Some(jpeg::JFIF_COLORIMETRY));
-        // The conversion as the caller sees it: the frame at its own size.
-        let frame = ImageLayout::new(info.width, info.height, info.sampling.planar_format()?)?
-            .with_colorimetry(colorimetry);
-        let frame_plan = Plan::new(&frame, dst_layout, options)?;
-        let content = (
-            frame_plan.content[2].clamp(1, i64::from(u32::MAX)) as u32,
-            frame_plan.content[3].clamp(1, i64::from(u32::MAX)) as u32,
-        );
-        let scaled = jpeg::choose_scale(frame_plan.crop, content, frame_plan.transposed);
-        let layout = jpeg::decoded_layout(&info, scaled.scale)?.with_colorimetry(colorimetry);
-        let planes = match &mut self.planes {
-            Some(t) if t.layout() == Some(&layout) => t,
-            slot => slot.insert(Tensor::with_layout(layout, memory)?),
-        };
-        let decoder = match &mut self.decoder {
-            Some(d) => d,
-            slot => slot.insert(JpegDecoder::new()?),
-        };
-        {
-            let mut map = planes.map_mut()?;
-            decoder.decode_planes(data, &info, scaled.scale, map.buffer_bytes_mut(0), &layout)?;
-        }
-        let plan = Plan::new(
-            &layout,
+        decode_into(
+            &mut self.decoder,
+            &mut self.planes,
+            data,
+            src_layout,
             dst_layout,
-            &ConvertOptions {
-                crop: Some(scaled.crop),
-                ..*options
-            },
-        )?;
-        let mut out = frame_plan.info();
-        out.decode_scale = scaled.scale;
-        Ok(Decoded { plan, info: out })
+            options,
+            memory,
+        )
+    }
+
+    /// As [`decode`](Self::decode), into the planes `slot` holds (allocated or replaced
+    /// when the decoded layout changes): one per compressed item of a batch.
+    pub(super) fn decode_into_slot(
+        &mut self,
+        slot: &mut Option<Tensor<u8>>,
+        data: &[u8],
+        src_layout: &ImageLayout,
+        dst_layout: &ImageLayout,
+        options: &ConvertOptions,
+        memory: Option<Memory>,
+    ) -> Result<Decoded> {
+        decode_into(
+            &mut self.decoder,
+            slot,
+            data,
+            src_layout,
+            dst_layout,
+            options,
+            memory,
+        )
     }
 
     /// The planes of the frame just decoded, lent out for the conversion (the processor
@@ -108,4 +95,63 @@ pub(super) fn frame_bytes<'a>(buffer: &'a [u8], layout: &ImageLayout) -> Result<
             needed: plane.offset + plane.stride,
             actual: buffer.len(),
         })
+}
+
+/// Decodes `data` with `decoder` (made on first use) into the planes `planes` holds:
+/// see [`MjpegStage::decode`].
+fn decode_into(
+    decoder: &mut Option<JpegDecoder>,
+    planes: &mut Option<Tensor<u8>>,
+    data: &[u8],
+    src_layout: &ImageLayout,
+    dst_layout: &ImageLayout,
+    options: &ConvertOptions,
+    memory: Option<Memory>,
+) -> Result<Decoded> {
+    debug_assert_eq!(src_layout.format(), PixelFormat::Mjpeg);
+    let info = jpeg::parse(data)?;
+    if (info.width, info.height) != (src_layout.width(), src_layout.height()) {
+        return Err(Error::CorruptFrame(format!(
+            "the JPEG frame is {}x{}, its layout says {}x{}",
+            info.width,
+            info.height,
+            src_layout.width(),
+            src_layout.height()
+        )));
+    }
+    let data = &data[..info.len];
+    let colorimetry = src_layout.colorimetry().or(Some(jpeg::JFIF_COLORIMETRY));
+    // The conversion as the caller sees it: the frame at its own size.
+    let frame = ImageLayout::new(info.width, info.height, info.sampling.planar_format()?)?
+        .with_colorimetry(colorimetry);
+    let frame_plan = Plan::new(&frame, dst_layout, options)?;
+    let content = (
+        frame_plan.content[2].clamp(1, i64::from(u32::MAX)) as u32,
+        frame_plan.content[3].clamp(1, i64::from(u32::MAX)) as u32,
+    );
+    let scaled = jpeg::choose_scale(frame_plan.crop, content, frame_plan.transposed);
+    let layout = jpeg::decoded_layout(&info, scaled.scale)?.with_colorimetry(colorimetry);
+    let planes = match planes {
+        Some(t) if t.layout() == Some(&layout) => t,
+        slot => slot.insert(Tensor::with_layout(layout, memory)?),
+    };
+    let decoder = match decoder {
+        Some(d) => d,
+        slot => slot.insert(JpegDecoder::new()?),
+    };
+    {
+        let mut map = planes.map_mut()?;
+        decoder.decode_planes(data, &info, scaled.scale, map.buffer_bytes_mut(0), &layout)?;
+    }
+    let plan = Plan::new(
+        &layout,
+        dst_layout,
+        &ConvertOptions {
+            crop: Some(scaled.crop),
+            ..*options
+        },
+    )?;
+    let mut out = frame_plan.info();
+    out.decode_scale = scaled.scale;
+    Ok(Decoded { plan, info: out })
 }
