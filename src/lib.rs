@@ -50,6 +50,8 @@ mod docs_examples {
     struct Formats;
     #[doc = include_str!("../docs/gl.md")]
     struct Gl;
+    #[doc = include_str!("../docs/batches.md")]
+    struct Batches;
     #[doc = include_str!("../docs/litert.md")]
     struct Litert;
     #[doc = include_str!("../docs/test-lanes.md")]
