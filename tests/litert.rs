@@ -579,3 +579,63 @@ fn a_failed_step_after_a_buffer_creation_destroys_the_buffer() {
     let s = compiled.stats();
     assert_eq!((s.buffers_created, s.buffers_destroyed), (outputs + 4, 3));
 }
+
+/// A batched model input (`[4, H, W, 3]` uint8) bound once to a batch tensor: each
+/// `convert_batch` fills it in place and the model reads every slice (its DEQUANTIZE
+/// output equals `scale * q` of each element of each slice), batch after batch.
+#[test]
+fn a_batched_input_is_bound_once_to_a_batch_tensor() {
+    let test = "a_batched_input_is_bound_once_to_a_batch_tensor";
+    let Some(env) = environment(test) else {
+        return;
+    };
+    let (n, w, h) = (4usize, 48u32, 40u32);
+    let scale = 1.0f32 / 255.0;
+    let model = dequantize_model(
+        &env,
+        test,
+        &[n as i32, h as i32, w as i32, 3],
+        tflite::UINT8,
+        scale,
+        0,
+    );
+    let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    let mut batch =
+        Tensor::<u8>::image_batch(n, w, h, PixelFormat::Rgb, Some(Memory::Shm)).unwrap();
+    compiled.bind_input(0, &batch).unwrap();
+    let src = ImageLayout::new(320, 240, PixelFormat::Nv12).unwrap();
+    let bufs = random_buffers(&src, &mut Rng::new(11), 0);
+    let mut frame = Tensor::<u8>::with_layout(src, Some(Memory::Heap)).unwrap();
+    frame.map_mut().unwrap().copy_from_slice(&bufs[0]);
+    let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    for round in 0..3u32 {
+        let items: Vec<pinframe::BatchItem<'_>> = (0..n as u32)
+            .map(|i| {
+                pinframe::BatchItem::tensor(&frame).with_crop(pinframe::Crop::new(
+                    20 * i + 7 * round,
+                    10 * i,
+                    120,
+                    100,
+                ))
+            })
+            .collect();
+        proc.convert_batch(&items, &mut batch, &ConvertOptions::default())
+            .unwrap();
+        compiled.run().unwrap();
+        let stored: Vec<u8> = batch.map().unwrap().to_vec();
+        let out: &[f32] = compiled.output(0).unwrap();
+        assert_eq!(out.len(), n * (w * h * 3) as usize);
+        for (k, (&o, &q)) in out.iter().zip(&stored).enumerate() {
+            assert_eq!(
+                o,
+                scale * f32::from(q),
+                "round {round}: slice {} element {}: the model read {o}",
+                k / (w * h * 3) as usize,
+                k % (w * h * 3) as usize
+            );
+        }
+        // Each slice is its own crop (the slices differ).
+        let slice = (w * h * 3) as usize;
+        assert_ne!(stored[..slice], stored[slice..2 * slice]);
+    }
+}

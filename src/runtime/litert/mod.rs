@@ -1175,10 +1175,13 @@ impl CompiledModel {
         };
         let model_shape: Vec<usize> = info.shape.iter().map(|&d| d as usize).collect();
         // An image tensor's shape is its layout's (a DMA buffer given a layout afterwards
-        // with `set_layout` keeps its flat allocation shape).
-        let shape = tensor
-            .layout()
-            .map_or_else(|| tensor.shape().to_vec(), |l| l.shape());
+        // with `set_layout` keeps its flat allocation shape); a batch's is its own,
+        // `[N, ...]` of its slices' (a batched model input takes the whole batch).
+        let shape = match tensor.layout() {
+            Some(_) if tensor.batch_len() > 1 => tensor.shape().to_vec(),
+            Some(l) => l.shape(),
+            None => tensor.shape().to_vec(),
+        };
         if strip(&shape) != strip(&model_shape) {
             return Err(Error::InvalidArgument(format!(
                 "{} has shape {:?}; this tensor's is {:?}{}",
