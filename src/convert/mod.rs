@@ -5,6 +5,7 @@ mod batch;
 mod input;
 mod options;
 pub mod plan;
+pub mod regions;
 
 pub use batch::{BatchItem, BatchSource};
 pub use input::{ModelInput, TensorLayout};
