@@ -665,3 +665,66 @@ fn motion_jpeg_items_decode_into_their_slices() {
         }
     }
 }
+
+/// Tiling a frame (SAHI-style) and a second stage over detector boxes, end to end: the
+/// plan's tiles and the boxes' crops convert as one batch each, and what a model finds in
+/// slice `i` maps back into the frame through `infos[i]`.
+#[test]
+fn tiles_and_box_crops_convert_as_batches_and_map_back() {
+    use pinframe::convert::regions::{
+        DetectionBox, RegionAspect, TilePlan, box_to_source, crops_for_boxes,
+    };
+    let sources = Sources::new();
+    let mut p = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let plan = TilePlan::new(1280, 720, 512, 512, 96, 96).unwrap();
+    let items: Vec<BatchItem<'_>> = plan
+        .tiles()
+        .iter()
+        .map(|&t| BatchItem::tensor(&sources.nv12).with_crop(t))
+        .collect();
+    let mut tiles =
+        Tensor::<u8>::image_batch(items.len(), 256, 256, PixelFormat::Rgb, Memory::Heap).unwrap();
+    let infos = p
+        .convert_batch(&items, &mut tiles, &ConvertOptions::default())
+        .unwrap();
+    for (info, tile) in infos.iter().zip(plan.tiles()) {
+        // A detection covering the whole slice is the whole tile in the frame.
+        let b = box_to_source(info, DetectionBox::new(0.0, 0.0, 256.0, 256.0));
+        assert_eq!(
+            [b.x0, b.y0, b.x1, b.y1],
+            [
+                f64::from(tile.x),
+                f64::from(tile.y),
+                f64::from(tile.x + tile.width),
+                f64::from(tile.y + tile.height)
+            ]
+        );
+    }
+    // Faces at the frame's borders, squared with a margin, into a batch of 8 (3 used).
+    let boxes = [
+        DetectionBox::new(0.0, 0.0, 60.0, 80.0),
+        DetectionBox::new(1200.5, 650.25, 1280.0, 720.0),
+        DetectionBox::new(600.0, 300.0, 700.0, 420.0),
+    ];
+    let crops = crops_for_boxes(&boxes, 1280, 720, 1.25, RegionAspect::Square).unwrap();
+    let items: Vec<BatchItem<'_>> = crops
+        .iter()
+        .map(|&c| BatchItem::tensor(&sources.nv12).with_crop(c))
+        .collect();
+    let mut faces =
+        Tensor::<f32>::image_batch(8, 112, 112, PixelFormat::PlanarRgb, Memory::Heap).unwrap();
+    let infos = p
+        .convert_batch(&items, &mut faces, &options_for(DType::F32))
+        .unwrap();
+    for ((info, crop), item) in infos.iter().zip(&crops).zip(&items) {
+        assert_eq!(crop.width, crop.height, "{crop:?} is square");
+        let (x, y) = info.to_source(0.0, 0.0);
+        assert_eq!((x, y), (f64::from(crop.x), f64::from(crop.y)));
+        let (want, _) = single(&mut p, item, &faces, &options_for(DType::F32));
+        let i = infos.iter().position(|o| std::ptr::eq(o, info)).unwrap();
+        assert!(
+            slice_bytes(&faces, i) == want,
+            "face {i} differs from its single conversion"
+        );
+    }
+}
