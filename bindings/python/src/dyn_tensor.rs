@@ -20,6 +20,18 @@ pub(crate) trait DynTensor: Send + Sync {
     fn sync_for_cpu(&self, access: Access) -> Result<()>;
     fn sync_for_device(&self, access: Access) -> Result<()>;
     fn set_layout(&mut self, layout: ImageLayout) -> Result<()>;
+    /// Images in the tensor: the count of a batch (`Tensor.image(..., batch=N)`), else 1.
+    fn batch_len(&self) -> usize;
+    /// For a batch tensor (its shape is `[N]` and its layout's shape): the count and the
+    /// bytes from one slice to the next; `None` for anything else.
+    fn batch(&self) -> Option<(usize, usize)> {
+        let layout = self.layout()?;
+        let shape = self.shape();
+        (shape.len() == layout.shape().len() + 1 && shape[0] == self.batch_len())
+            .then(|| (self.batch_len(), self.slice_bytes()))
+    }
+    /// Bytes of one slice of a batch (of the whole tensor otherwise).
+    fn slice_bytes(&self) -> usize;
     /// Runs `f` on the bytes of buffer 0 inside a write mapping (dma-buf sync START/END
     /// around it).
     fn write_bytes(&mut self, f: &mut dyn FnMut(&mut [u8])) -> Result<()>;
@@ -61,6 +73,12 @@ impl<T: pinframe::Element> DynTensor for Tensor<T> {
     }
     fn set_layout(&mut self, layout: ImageLayout) -> Result<()> {
         Tensor::set_layout(self, layout)
+    }
+    fn batch_len(&self) -> usize {
+        Tensor::batch_len(self)
+    }
+    fn slice_bytes(&self) -> usize {
+        Tensor::slice_bytes(self)
     }
     fn write_bytes(&mut self, f: &mut dyn FnMut(&mut [u8])) -> Result<()> {
         let mut map = self.map_mut()?;

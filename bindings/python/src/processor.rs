@@ -4,11 +4,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pinframe::{
-    Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Error, Fit, Flip,
-    Gamma, ImageLayout, ImageProcessor, Interpolation, Isp, Matrix, Normalize, PixelFormat,
-    Quantize, Range, Rotation,
+    Backend, BatchItem, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Error,
+    Fit, Flip, Gamma, ImageLayout, ImageProcessor, Interpolation, Isp, Matrix, Normalize,
+    PixelFormat, Quantize, Range, Rotation,
 };
 use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
 
 use crate::args::Int;
 use crate::array::{self, ArrayRef};
@@ -188,6 +189,213 @@ fn refuse_overlap<T>(src: &[u8], dst: &[T]) -> pinframe::Result<()> {
 /// `crop=(x, y, width, height)`.
 type CropArgument = (Int<u32>, Int<u32>, Int<u32>, Int<u32>);
 
+/// An array source (`what` names it in errors: "src", "the source"): its
+/// `__array_interface__` and the layout `src_format` or `src_layout` gives it, checked
+/// against the array's extent.
+fn parse_array(
+    src: &Bound<'_, PyAny>,
+    what: &str,
+    src_format: Option<&str>,
+    src_layout: Option<&PyImageLayout>,
+) -> PyResult<(ArrayRef, ImageLayout)> {
+    let a = match array::array_ref(src)? {
+        Some(a) => a,
+        None => {
+            return Err(invalid(format!(
+                "{what} must be a pinframe.Tensor or a numpy array, not {}",
+                src.get_type().name()?
+            )));
+        }
+    };
+    // A uint16 array of a format of 16-bit samples is read as its bytes.
+    let sixteen_bit = src_format
+        .map(|f| {
+            f.parse::<PixelFormat>()
+                .map(|f| f.storage().group() == (1, 2))
+        })
+        .transpose()
+        .or_raise()?
+        .unwrap_or(false);
+    if a.dtype != pinframe::DType::U8 && !(sixteen_bit && a.dtype == pinframe::DType::U16) {
+        return Err(invalid(format!(
+            "a source array must hold uint8 pixels (or uint16 samples of a 16-bit RAW \
+             format); this one holds {} (convert with .astype(numpy.uint8), or pass a \
+             tensor)",
+            a.dtype
+        )));
+    }
+    let layout = match (src_format, src_layout) {
+        (Some(f), None) => array::image_layout(&a, f.parse().or_raise()?)?,
+        (None, Some(l)) => {
+            if !a.is_c_contiguous() {
+                return Err(invalid(
+                    "with src_layout the array holds the raw bytes: it must be \
+                     C-contiguous (numpy.ascontiguousarray)",
+                ));
+            }
+            if l.inner.dtype() != pinframe::DType::U8 {
+                return Err(invalid("a source layout holds u8 elements"));
+            }
+            array::check_extent(&a, &l.inner)?;
+            l.inner
+        }
+        (Some(_), Some(_)) => {
+            return Err(invalid("give src_format or src_layout, not both"));
+        }
+        (None, None) => {
+            return Err(invalid(
+                "a source array needs src_format= (e.g. \"nv12\") or src_layout=",
+            ));
+        }
+    };
+    Ok((a, layout))
+}
+
+/// One item of `convert_batch` taken apart: its source object, its crop and its fit name.
+struct ItemParts<'py> {
+    source: Bound<'py, PyAny>,
+    crop: Option<Crop>,
+    fit: Option<String>,
+}
+
+/// `source`, `(source, crop)` or `(source, crop, fit)`; crop and fit may be None.
+fn split_item<'py>(item: &Bound<'py, PyAny>) -> PyResult<ItemParts<'py>> {
+    let Ok(tuple) = item.cast::<PyTuple>() else {
+        return Ok(ItemParts {
+            source: item.clone(),
+            crop: None,
+            fit: None,
+        });
+    };
+    if !(2..=3).contains(&tuple.len()) {
+        return Err(invalid(format!(
+            "an item is a source, (source, crop) or (source, crop, fit); this tuple has {} \
+             elements",
+            tuple.len()
+        )));
+    }
+    let crop = tuple.get_item(1)?;
+    let crop = if crop.is_none() {
+        None
+    } else {
+        let (x, y, w, h) = crop.extract::<CropArgument>().map_err(|e| {
+            invalid(format!(
+                "the crop {} is not (x, y, width, height): {e}",
+                crop.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?;
+        Some(Crop::new(x.0, y.0, w.0, h.0))
+    };
+    let fit = match tuple.len() {
+        3 => {
+            let f = tuple.get_item(2)?;
+            if f.is_none() {
+                None
+            } else {
+                Some(f.extract::<String>().map_err(|_| {
+                    invalid(format!(
+                        "the fit {} is not \"stretch\", \"letterbox\" or \"fill\"",
+                        f.repr().map(|r| r.to_string()).unwrap_or_default()
+                    ))
+                })?)
+            }
+        }
+        _ => None,
+    };
+    Ok(ItemParts {
+        source: tuple.get_item(0)?,
+        crop,
+        fit,
+    })
+}
+
+/// `e`, of its own class, with the item it is about in its message. A pinframe error's
+/// message reads "kind: message": the item goes after the kind, as in the errors the
+/// library itself names items in.
+fn in_item(py: Python<'_>, index: usize, e: PyErr) -> PyErr {
+    let value = e.value(py);
+    let message = value.str().map(|s| s.to_string()).unwrap_or_default();
+    let pinframe_error = value.getattr("kind").is_ok_and(|k| !k.is_none());
+    let message = match message.split_once(": ") {
+        Some((kind, rest)) if pinframe_error => format!("{kind}: batch item {index}: {rest}"),
+        _ => format!("batch item {index}: {message}"),
+    };
+    PyErr::from_type(e.get_type(py), (message,))
+}
+
+/// The options every image of a conversion shares (all but the crop and the fit), parsed
+/// from the keyword arguments as the CLI parses its flags.
+struct Shared {
+    flip: Flip,
+    rotation: Rotation,
+    interpolation: Interpolation,
+    matrix: Option<Matrix>,
+    range: Option<Range>,
+    normalize: Normalize,
+    quantize: Option<Quantize>,
+    isp: Isp,
+}
+
+impl Shared {
+    #[allow(clippy::too_many_arguments)]
+    fn parse(
+        rotate: Int<u32>,
+        flip: Option<&str>,
+        mean: Option<[f32; 3]>,
+        std: Option<[f32; 3]>,
+        quantize: Option<&Bound<'_, PyAny>>,
+        interp: Option<&str>,
+        matrix: Option<&str>,
+        range: Option<&str>,
+        black_level: Option<&Bound<'_, PyAny>>,
+        wb_gains: Option<&Bound<'_, PyAny>>,
+        ccm: Option<&Bound<'_, PyAny>>,
+        gamma: Option<&str>,
+    ) -> PyResult<Shared> {
+        Ok(Shared {
+            flip: flip
+                .map(str::parse)
+                .transpose()
+                .or_raise()?
+                .unwrap_or_default(),
+            interpolation: interp
+                .map(str::parse)
+                .transpose()
+                .or_raise()?
+                .unwrap_or_default(),
+            matrix: matrix.map(str::parse).transpose().or_raise()?,
+            range: range.map(str::parse).transpose().or_raise()?,
+            rotation: Rotation::from_degrees(rotate.0).or_raise()?,
+            quantize: quantize.map(parse_quantize).transpose()?,
+            normalize: Normalize {
+                mean: mean.unwrap_or([0.0; 3]),
+                std: std.unwrap_or([1.0; 3]),
+            },
+            isp: parse_isp(black_level, wb_gains, ccm, gamma)?,
+        })
+    }
+
+    /// The options of a conversion with `crop` and `fit`, from a source `src_height` rows
+    /// high (whose default colorimetry completes a matrix or a range given alone).
+    fn options(&self, crop: Option<Crop>, fit: Fit, src_height: u32) -> ConvertOptions {
+        ConvertOptions {
+            crop,
+            flip: self.flip,
+            rotation: self.rotation,
+            fit,
+            interpolation: self.interpolation,
+            colorimetry: ColorimetryChoice::from_parts(
+                self.matrix,
+                self.range,
+                Colorimetry::default_for_height(src_height),
+            ),
+            normalize: self.normalize,
+            quantize: self.quantize,
+            isp: self.isp,
+        }
+    }
+}
+
 impl PyImageProcessor {
     /// The processor, locked; waits for another thread's conversion with the GIL released.
     fn lock(&self, py: Python<'_>) -> std::sync::MutexGuard<'_, ImageProcessor> {
@@ -350,103 +558,35 @@ impl PyImageProcessor {
             }
             Source::Tensor(t.get())
         } else {
-            let a = match array::array_ref(src)? {
-                Some(a) => a,
-                None => {
-                    return Err(invalid(format!(
-                        "src must be a pinframe.Tensor or a numpy array, not {}",
-                        src.get_type().name()?
-                    )));
-                }
-            };
-            // A uint16 array of a format of 16-bit samples is read as its bytes.
-            let sixteen_bit = src_format
-                .map(|f| {
-                    f.parse::<PixelFormat>()
-                        .map(|f| f.storage().group() == (1, 2))
-                })
-                .transpose()
-                .or_raise()?
-                .unwrap_or(false);
-            if a.dtype != pinframe::DType::U8 && !(sixteen_bit && a.dtype == pinframe::DType::U16) {
-                return Err(invalid(format!(
-                    "a source array must hold uint8 pixels (or uint16 samples of a 16-bit RAW \
-                     format); this one holds {} (convert with .astype(numpy.uint8), or pass a \
-                     tensor)",
-                    a.dtype
-                )));
-            }
-            let layout = match (src_format, src_layout) {
-                (Some(f), None) => array::image_layout(&a, f.parse().or_raise()?)?,
-                (None, Some(l)) => {
-                    if !a.is_c_contiguous() {
-                        return Err(invalid(
-                            "with src_layout the array holds the raw bytes: it must be \
-                             C-contiguous (numpy.ascontiguousarray)",
-                        ));
-                    }
-                    if l.inner.dtype() != pinframe::DType::U8 {
-                        return Err(invalid("a source layout holds u8 elements"));
-                    }
-                    array::check_extent(&a, &l.inner)?;
-                    l.inner
-                }
-                (Some(_), Some(_)) => {
-                    return Err(invalid("give src_format or src_layout, not both"));
-                }
-                (None, None) => {
-                    return Err(invalid(
-                        "a source array needs src_format= (e.g. \"nv12\") or src_layout=",
-                    ));
-                }
-            };
+            let (a, layout) = parse_array(src, "src", src_format, src_layout)?;
             Source::Array(a, layout)
         };
         let dst = dst.get();
 
         // The options, as the CLI builds them.
-        let flip: Flip = flip
-            .map(str::parse)
-            .transpose()
-            .or_raise()?
-            .unwrap_or_default();
-        let interpolation: Interpolation = interp
-            .map(str::parse)
-            .transpose()
-            .or_raise()?
-            .unwrap_or_default();
-        let matrix: Option<Matrix> = matrix.map(str::parse).transpose().or_raise()?;
-        let range: Option<Range> = range.map(str::parse).transpose().or_raise()?;
-        let rotation = Rotation::from_degrees(rotate.0).or_raise()?;
         let fit = parse_fit(fit, pad.map(|p| p.map(|v| v.0)))?;
         let crop = crop.map(|(x, y, w, h)| Crop::new(x.0, y.0, w.0, h.0));
-        let quantize = quantize.map(parse_quantize).transpose()?;
-        let normalize = Normalize {
-            mean: mean.unwrap_or([0.0; 3]),
-            std: std.unwrap_or([1.0; 3]),
-        };
-        let isp = parse_isp(black_level, wb_gains, ccm, gamma)?;
+        let shared = Shared::parse(
+            rotate,
+            flip,
+            mean,
+            std,
+            quantize,
+            interp,
+            matrix,
+            range,
+            black_level,
+            wb_gains,
+            ccm,
+            gamma,
+        )?;
 
         let info = py.detach(|| -> pinframe::Result<ConvertInfo> {
             let src_height = match &source {
                 Source::Tensor(t) => t.read().source()?.layout().map(|l| l.height()).unwrap_or(0),
                 Source::Array(_, l) => l.height(),
             };
-            let options = ConvertOptions {
-                crop,
-                flip,
-                rotation,
-                fit,
-                interpolation,
-                colorimetry: ColorimetryChoice::from_parts(
-                    matrix,
-                    range,
-                    Colorimetry::default_for_height(src_height),
-                ),
-                normalize,
-                quantize,
-                isp,
-            };
+            let options = shared.options(crop, fit, src_height);
             let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             match &source {
                 Source::Tensor(t) => {
@@ -474,6 +614,13 @@ impl PyImageProcessor {
                         std::slice::from_raw_parts(a.ptr as *const u8, layout.required_len(0))
                     };
                     with_tensor!(dst, d => {
+                        if d.batch_len() > 1 {
+                            return Err(Error::InvalidArgument(format!(
+                                "the destination is a batch of {} images: convert into it \
+                                 with convert_batch",
+                                d.batch_len()
+                            )));
+                        }
                         let dst_layout = *d.layout().ok_or_else(|| {
                             Error::InvalidArgument(
                                 "the destination tensor has no image layout; make it with \
@@ -491,6 +638,251 @@ impl PyImageProcessor {
         Ok(PyConvertInfo {
             inner: info.or_raise()?,
         })
+    }
+
+    /// convert_batch(items, dst, *, fit="stretch", pad=(114, 114, 114), crop=None,
+    ///               rotate=0, flip="none", mean=(0, 0, 0), std=(1, 1, 1), quantize=None,
+    ///               interp="bilinear", matrix=None, range=None, src_format=None,
+    ///               src_layout=None, black_level=0, wb_gains=(1, 1, 1), ccm=identity,
+    ///               gamma="linear") -> list[ConvertInfo]
+    ///
+    /// Converts several images into the slices of the batch tensor `dst`
+    /// (`Tensor.image(w, h, fmt, dtype, batch=N)`) in one pass: item `i` into slice `i`,
+    /// each exactly as `convert(source, <slice i>, crop=..., fit=..., **kwargs)` would.
+    ///
+    /// items: a list (or tuple) of 1 to N items. An item is a source as `convert` takes
+    ///     it (a u8 image `Tensor` or a numpy array), or `(source, crop)` with `crop`
+    ///     `(x, y, w, h)` in that source's pixels (None: the shared `crop`), or
+    ///     `(source, crop, fit)` with `fit` "stretch", "letterbox" or "fill" (None: the
+    ///     shared `fit`). A letterboxed item pads with `pad`. Fewer items than slices
+    ///     leave the other slices as they are. The same tensor may appear in many items
+    ///     (it is mapped once).
+    /// Keyword arguments: as for `convert`, shared by every item; `src_format` /
+    ///     `src_layout` describe every numpy item (convert a frame of another format from
+    ///     a Tensor, e.g. `Tensor.from_numpy(a, "nv12")`). A YUV matrix or range given
+    ///     alone is completed with the first item's default colorimetry.
+    ///
+    /// Returns one ConvertInfo per item, in its own source's pixels (`to_source` maps a
+    /// point of slice `i` back into item `i`'s frame).
+    ///
+    /// Everything is checked before anything is written. The GIL is released while
+    /// converting. Errors: InvalidInput for no item or more items than slices, a bad
+    /// item or option, a crop outside its source, a source that is `dst` or a numpy view
+    /// of its memory (messages name the item, "batch item 2: ..."); Unsupported and
+    /// DeviceError as for `convert`.
+    #[pyo3(signature = (
+        items, dst, *, fit = None, pad = None, crop = None, rotate = Int(0), flip = None,
+        mean = None, std = None, quantize = None, interp = None, matrix = None, range = None,
+        src_format = None, src_layout = None, black_level = None, wb_gains = None, ccm = None,
+        gamma = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn convert_batch(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyTensor>,
+        fit: Option<&str>,
+        pad: Option<[Int<u8>; 3]>,
+        crop: Option<CropArgument>,
+        rotate: Int<u32>,
+        flip: Option<&str>,
+        mean: Option<[f32; 3]>,
+        std: Option<[f32; 3]>,
+        quantize: Option<&Bound<'_, PyAny>>,
+        interp: Option<&str>,
+        matrix: Option<&str>,
+        range: Option<&str>,
+        src_format: Option<&str>,
+        src_layout: Option<&PyImageLayout>,
+        black_level: Option<&Bound<'_, PyAny>>,
+        wb_gains: Option<&Bound<'_, PyAny>>,
+        ccm: Option<&Bound<'_, PyAny>>,
+        gamma: Option<&str>,
+    ) -> PyResult<Vec<PyConvertInfo>> {
+        // The items, held (a strong reference each) for the whole call: another thread
+        // emptying the list while the GIL is released cannot free a source.
+        let raw: Vec<Bound<'_, PyAny>> = if let Ok(list) = items.cast::<PyList>() {
+            list.iter().collect()
+        } else if let Ok(tuple) = items.cast::<PyTuple>() {
+            tuple.iter().collect()
+        } else {
+            return Err(invalid(format!(
+                "items must be a list of sources or (source, crop[, fit]) tuples, not {} \
+                 (for one image, use convert)",
+                items.get_type().name()?
+            )));
+        };
+        let mut parts = Vec::with_capacity(raw.len());
+        for (i, item) in raw.iter().enumerate() {
+            parts.push(split_item(item).map_err(|e| in_item(py, i, e))?);
+        }
+        let any_letterbox =
+            |f: Option<&str>| f.is_some_and(|f| f.eq_ignore_ascii_case("letterbox"));
+        let pad = pad.map(|p| p.map(|v| v.0));
+        // `pad` is the letterbox colour: the shared fit's or an item's.
+        let item_letterbox = parts.iter().any(|p| any_letterbox(p.fit.as_deref()));
+        let shared_fit = parse_fit(
+            fit,
+            if item_letterbox && !any_letterbox(fit) {
+                None
+            } else {
+                pad
+            },
+        )?;
+        let crop = crop.map(|(x, y, w, h)| Crop::new(x.0, y.0, w.0, h.0));
+        let shared = Shared::parse(
+            rotate,
+            flip,
+            mean,
+            std,
+            quantize,
+            interp,
+            matrix,
+            range,
+            black_level,
+            wb_gains,
+            ccm,
+            gamma,
+        )?;
+        let mut arrays = false;
+        let mut sources = Vec::with_capacity(parts.len());
+        for (i, part) in parts.iter().enumerate() {
+            let source = (|| {
+                let fit = part
+                    .fit
+                    .as_deref()
+                    .map(|f| parse_fit(Some(f), if any_letterbox(Some(f)) { pad } else { None }))
+                    .transpose()?;
+                let source = if let Ok(t) = part.source.cast::<PyTensor>() {
+                    if t.is(dst) {
+                        return Err(invalid(
+                            "the source and the destination are the same tensor",
+                        ));
+                    }
+                    Source::Tensor(t.get())
+                } else {
+                    let (a, layout) =
+                        parse_array(&part.source, "the source", src_format, src_layout)?;
+                    arrays = true;
+                    Source::Array(a, layout)
+                };
+                Ok((source, part.crop, fit))
+            })()
+            .map_err(|e| in_item(py, i, e))?;
+            sources.push(source);
+        }
+        if !arrays && (src_format.is_some() || src_layout.is_some()) {
+            return Err(invalid(
+                "src_format and src_layout describe arrays; no item is one (a tensor has its \
+                 own layout)",
+            ));
+        }
+        let dst = dst.get();
+
+        let infos = py.detach(|| -> pinframe::Result<Vec<ConvertInfo>> {
+            // Every tensor once, in address order (as `convert` takes its two), the
+            // destination for writing: two threads converting crossed batches cannot wait
+            // for each other, and a tensor in many items is locked once.
+            let addr = |t: &PyTensor| std::ptr::from_ref(t) as usize;
+            let mut order: Vec<&PyTensor> = sources
+                .iter()
+                .filter_map(|(s, _, _)| match s {
+                    Source::Tensor(t) => Some(*t),
+                    Source::Array(..) => None,
+                })
+                .chain(std::iter::once(dst))
+                .collect();
+            order.sort_by_key(|t| addr(t));
+            order.dedup_by_key(|t| addr(t));
+            let mut reads = Vec::with_capacity(order.len());
+            let mut write = None;
+            for t in order {
+                if std::ptr::eq(t, dst) {
+                    write = Some(t.write());
+                } else {
+                    reads.push((addr(t), t.read()));
+                }
+            }
+            let mut dst_state = write.ok_or_else(|| {
+                Error::InvalidArgument("the batch destination was not locked".into())
+            })?;
+            let mut tensors: Vec<Option<&pinframe::Tensor<u8>>> = Vec::with_capacity(sources.len());
+            for (i, (s, _, _)) in sources.iter().enumerate() {
+                tensors.push(match s {
+                    Source::Tensor(t) => {
+                        let state = reads
+                            .iter()
+                            .find(|(a, _)| *a == addr(t))
+                            .map(|(_, g)| g)
+                            .ok_or_else(|| {
+                                Error::InvalidArgument("a batch source was not locked".into())
+                            })?;
+                        Some(
+                            state.source().map_err(|e| {
+                                Error::InvalidArgument(format!("batch item {i}: {e}"))
+                            })?,
+                        )
+                    }
+                    Source::Array(..) => None,
+                });
+            }
+            // SAFETY: `parse_array` proved each array spans `required_len` bytes from its
+            // address; `raw` keeps every array alive for this call. They are only read.
+            let buffers: Vec<[&[u8]; 1]> = sources
+                .iter()
+                .map(|(s, _, _)| match s {
+                    Source::Array(a, layout) => [unsafe {
+                        std::slice::from_raw_parts(a.ptr as *const u8, layout.required_len(0))
+                    }],
+                    Source::Tensor(_) => [&[][..]],
+                })
+                .collect();
+            let mut batch = Vec::with_capacity(sources.len());
+            for (((s, crop, fit), t), bufs) in sources.iter().zip(&tensors).zip(&buffers) {
+                let mut item = match (s, t) {
+                    (Source::Array(_, layout), _) => BatchItem::bytes(bufs, layout),
+                    (Source::Tensor(_), Some(t)) => BatchItem::tensor(t),
+                    (Source::Tensor(_), None) => {
+                        return Err(Error::InvalidArgument("a batch source was not read".into()));
+                    }
+                };
+                if let Some(c) = crop {
+                    item = item.with_crop(*c);
+                }
+                if let Some(f) = fit {
+                    item = item.with_fit(*f);
+                }
+                batch.push(item);
+            }
+            let src_height = match batch.first().map(|b| b.source.layout()) {
+                Some(Ok(l)) => l.height(),
+                _ => 0,
+            };
+            let options = shared.options(crop, shared_fit, src_height);
+            let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let dst = dst_state.target()?;
+            with_tensor!(dst, d => {
+                if arrays {
+                    // A source array over the batch's own memory would be read while it is
+                    // written.
+                    let map = d.map()?;
+                    for (i, bufs) in buffers.iter().enumerate() {
+                        if !bufs[0].is_empty() {
+                            refuse_overlap(bufs[0], &map).map_err(|e| {
+                                Error::InvalidArgument(format!("batch item {i}: {e}"))
+                            })?;
+                        }
+                    }
+                }
+                p.convert_batch(&batch, d, &options)
+            })
+        });
+        Ok(infos
+            .or_raise()?
+            .into_iter()
+            .map(|inner| PyConvertInfo { inner })
+            .collect())
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

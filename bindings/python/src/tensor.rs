@@ -295,13 +295,19 @@ impl PyTensor {
         Ok(PyTensor::from_any(t, false))
     }
 
-    /// Tensor.image(width, height, format, dtype="u8", memory=None) -> Tensor
+    /// Tensor.image(width, height, format, dtype="u8", memory=None, *, batch=None) -> Tensor
     ///
     /// An image tensor of `format` ("yuyv", "nv12", "rgb", "planar-rgb", ...; YUV formats
     /// hold u8). DMA images get rows aligned to 64 bytes (the row pitch is the numpy
     /// view's first stride); heap and shm images are tightly packed.
+    ///
+    /// `batch=N` makes a batch of N images of one buffer each (the Rust
+    /// `Tensor::image_batch`), slice after slice: shape `(N, h, w, c)` for packed
+    /// formats, `(N, 3, h, w)` for planar RGB, and numpy / DLPack views see all of it.
+    /// `ImageProcessor.convert_batch` fills it. N must be at least 1 (InvalidInput);
+    /// formats of several buffers cannot be batched.
     #[staticmethod]
-    #[pyo3(signature = (width, height, format, dtype = None, memory = None))]
+    #[pyo3(signature = (width, height, format, dtype = None, memory = None, *, batch = None))]
     fn image(
         py: Python<'_>,
         width: Int<u32>,
@@ -309,13 +315,19 @@ impl PyTensor {
         format: &str,
         dtype: Option<&Bound<'_, PyAny>>,
         memory: Option<&str>,
+        batch: Option<Int<usize>>,
     ) -> PyResult<Self> {
         let (Int(width), Int(height)) = (width, height);
         let format = args::format(format)?;
         let dtype = dtype.map(args::dtype).transpose()?.unwrap_or(DType::U8);
         let memory = args::memory(memory)?;
         let t = py
-            .detach(|| by_dtype!(dtype, T => Tensor::<T>::image(width, height, format, memory)))
+            .detach(|| match batch {
+                None => by_dtype!(dtype, T => Tensor::<T>::image(width, height, format, memory)),
+                Some(Int(count)) => by_dtype!(dtype, T => {
+                    Tensor::<T>::image_batch(count, width, height, format, memory)
+                }),
+            })
             .or_raise()?;
         Ok(PyTensor::from_any(t, true))
     }
@@ -472,6 +484,13 @@ impl PyTensor {
             .or_raise()?
             .layout()
             .map(|l| PyImageLayout { inner: *l }))
+    }
+
+    /// Images in the tensor: N for a batch made with `Tensor.image(..., batch=N)`, else 1.
+    #[getter]
+    fn batch(&self, py: Python<'_>) -> PyResult<usize> {
+        let st = self.read_gil(py);
+        Ok(st.get().or_raise()?.batch_len())
     }
 
     /// Bytes of the elements of the shape (`prod(shape) * itemsize`).

@@ -112,9 +112,23 @@ fn not_one_array(layout: &ImageLayout, why: &str) -> Error {
     ))
 }
 
+/// `(offset, shape, strides)` of slice 0 of a batch tensor made the view of all of it:
+/// the count first, one slice's bytes apart (for a single image, unchanged).
+fn batched(
+    t: &dyn DynTensor,
+    (offset, mut shape, mut strides): (usize, Vec<usize>, Vec<isize>),
+) -> (usize, Vec<usize>, Vec<isize>) {
+    if let Some((count, step)) = t.batch() {
+        shape.insert(0, count);
+        strides.insert(0, step as isize);
+    }
+    (offset, shape, strides)
+}
+
 /// Offset, shape and byte strides of the whole-tensor view: the tensor's shape, C-ordered,
 /// for plain tensors (and those given a layout with `set_layout`); for image tensors the
-/// layout's shape (`ImageLayout::shape`) with its row pitch and plane offsets.
+/// layout's shape (`ImageLayout::shape`) with its row pitch and plane offsets, after the
+/// count for a batch (`(N, h, w, c)`, `(N, 3, h, w)`).
 pub(crate) fn geometry(
     t: &dyn DynTensor,
     by_layout: bool,
@@ -128,6 +142,11 @@ pub(crate) fn geometry(
             return Ok((0, shape, strides));
         }
     };
+    image_geometry(layout, item).map(|g| batched(t, g))
+}
+
+/// Offset, shape and byte strides of one image laid out as `layout`.
+fn image_geometry(layout: &ImageLayout, item: usize) -> Result<(usize, Vec<usize>, Vec<isize>)> {
     if layout.buffer_count() != 1 {
         return Err(Error::Unsupported(format!(
             "this image spans {} buffers; numpy and DLPack views need a single-buffer tensor",
@@ -203,7 +222,8 @@ pub(crate) fn geometry(
     Ok((p0.offset, shape, strides))
 }
 
-/// Offset, shape (rows, elements per row) and byte strides of plane `index` of an image.
+/// Offset, shape (rows, elements per row; `(N, rows, elements per row)` for a batch) and
+/// byte strides of plane `index` of an image.
 pub(crate) fn plane_geometry(
     t: &dyn DynTensor,
     index: usize,
@@ -227,10 +247,13 @@ pub(crate) fn plane_geometry(
     let item = t.dtype().size();
     let rows = layout.plane_height(index) as usize;
     let row = layout.plane_row_bytes(index) / item;
-    Ok((
-        plane.offset,
-        vec![rows, row],
-        vec![plane.stride as isize, item as isize],
+    Ok(batched(
+        t,
+        (
+            plane.offset,
+            vec![rows, row],
+            vec![plane.stride as isize, item as isize],
+        ),
     ))
 }
 

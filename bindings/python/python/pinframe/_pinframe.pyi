@@ -30,6 +30,16 @@ FormatName = Literal[
     "y10", "y12", "y16", "p010", "p012", "p016",
 ]
 FdLike = Union[int, "os.PathLike[str]", Any]
+FitName = Literal["stretch", "letterbox", "fill"]
+CropBox = Tuple[int, int, int, int]
+# A `convert_batch` item: a source (a Tensor or a numpy array), `(source, crop)` or
+# `(source, crop, fit)`.
+BatchItem = Union[
+    "Tensor",
+    np.ndarray,
+    Tuple[Union["Tensor", np.ndarray], Optional[CropBox]],
+    Tuple[Union["Tensor", np.ndarray], Optional[CropBox], Optional[FitName]],
+]
 
 class Error(Exception):
     """Base class of every pinframe error; `kind` names it ("invalid input", ...)."""
@@ -132,7 +142,12 @@ class Tensor:
         format: FormatName | str,
         dtype: Optional[DTypeLike] = None,
         memory: Optional[MemoryRequestName | str] = None,
-    ) -> Tensor: ...
+        *,
+        batch: Optional[int] = None,
+    ) -> Tensor:
+        """An image tensor; `batch=N` makes N images of one buffer each, slice after
+        slice (shape `(N, h, w, c)`, `(N, 3, h, w)` planar), for `convert_batch`."""
+        ...
     @staticmethod
     def with_layout(layout: ImageLayout, memory: Optional[MemoryRequestName | str] = None) -> Tensor: ...
     @staticmethod
@@ -156,6 +171,10 @@ class Tensor:
     def memory(self) -> MemoryName: ...
     @property
     def layout(self) -> Optional[ImageLayout]: ...
+    @property
+    def batch(self) -> int:
+        """Images in the tensor: N for `Tensor.image(..., batch=N)`, else 1."""
+        ...
     @property
     def nbytes(self) -> int: ...
     @property
@@ -262,6 +281,38 @@ class ImageProcessor:
         `black_level` (one code or R, Gr, Gb, B, in the source's units, below its white
         level), `wb_gains` (R, G, B), `ccm` (3x3, camera RGB to output RGB) and `gamma`;
         bad values raise InvalidInput (a ValueError)."""
+        ...
+    def convert_batch(
+        self,
+        items: Sequence[BatchItem],
+        dst: Tensor,
+        *,
+        fit: Optional[Literal["stretch", "letterbox", "fill"]] = None,
+        pad: Optional[Tuple[int, int, int]] = None,
+        crop: Optional[Tuple[int, int, int, int]] = None,
+        rotate: Literal[0, 90, 180, 270] = 0,
+        flip: Optional[Literal["none", "h", "v"]] = None,
+        mean: Optional[Tuple[float, float, float]] = None,
+        std: Optional[Tuple[float, float, float]] = None,
+        quantize: Optional[
+            Union[Tuple[float, int], Tuple[Tuple[float, float, float], Tuple[int, int, int]]]
+        ] = None,
+        interp: Optional[Literal["bilinear", "nearest"]] = None,
+        matrix: Optional[Literal["bt601", "bt709", "bt2020"]] = None,
+        range: Optional[Literal["limited", "full"]] = None,
+        src_format: Optional[FormatName | str] = None,
+        src_layout: Optional[ImageLayout] = None,
+        black_level: Optional[Union[int, Tuple[int, int, int, int]]] = None,
+        wb_gains: Optional[Tuple[float, float, float]] = None,
+        ccm: Optional[Union[Sequence[Sequence[float]], Sequence[float], np.ndarray]] = None,
+        gamma: Optional[Literal["linear", "srgb"]] = None,
+    ) -> list[ConvertInfo]:
+        """Converts item `i` into slice `i` of the batch tensor `dst`
+        (`Tensor.image(..., batch=N)`), 1 to N items, each as `convert` would with its
+        own crop and fit (`(source, crop)` or `(source, crop, fit)`; None = the shared
+        keyword). The keywords are shared; `src_format`/`src_layout` describe every numpy
+        item. Fewer items leave the other slices untouched. Everything is checked before
+        anything is written; errors (InvalidInput, ...) name the item."""
         ...
 
 class Camera:
