@@ -374,6 +374,30 @@ typedef struct pinframe_convert_info {
   double dst_to_src[2][3];
 } pinframe_convert_info;
 
+// One image of a batch conversion (`pinframe_processor_convert_batch`, pinframe's
+// `BatchItem`): a source tensor and the crop and fit that override the batch's options
+// for it. Set `struct_size = sizeof(pinframe_batch_item)`, then
+// `pinframe_batch_item_init` for the defaults (no source, the options' crop and fit).
+// The struct grows only at its end, as `pinframe_convert_options` does.
+typedef struct pinframe_batch_item {
+  // `sizeof(pinframe_batch_item)`, set by the caller.
+  size_t struct_size;
+  // The image: a `PINFRAME_DTYPE_U8` image tensor (a frame's, an import, ...). One
+  // tensor may be the source of many items (it is locked and mapped once).
+  const struct pinframe_tensor *src;
+  // 1: convert only `crop` of `src`; 0: the options' crop if they have one, else all.
+  uint32_t has_crop;
+  // The part of `src` to convert, in its pixels, when `has_crop` is 1.
+  struct pinframe_rect crop;
+  // 1: fit this item as `fit` says; 0: as the options' `fit` (and `pad`).
+  uint32_t has_fit;
+  // A `PINFRAME_FIT_*` value, when `has_fit` is 1.
+  pinframe_fit fit;
+  // This item's letterbox colour R, G, B, when `has_fit` is 1 and `fit` is
+  // `PINFRAME_FIT_LETTERBOX`.
+  uint8_t pad[3];
+} pinframe_batch_item;
+
 // What a processor did so far (pinframe's `ProcessorStats`). Set
 // `struct_size = sizeof(pinframe_processor_stats)`.
 typedef struct pinframe_processor_stats {
@@ -969,6 +993,48 @@ pinframe_status pinframe_processor_convert(struct pinframe_processor *processor,
                                            const struct pinframe_convert_options *options,
                                            struct pinframe_convert_info *info);
 
+// Fills `*item` with the defaults (see `pinframe_batch_item`): `src` NULL, no crop and
+// no fit of its own.
+//
+// Ownership: writes `*item` (whose `struct_size` the caller set).
+//
+// # Safety
+// `item` points to a `pinframe_batch_item` with its `struct_size` set.
+pinframe_status pinframe_batch_item_init(struct pinframe_batch_item *item);
+
+// Converts `count` images into the slices of the batch tensor `dst` (made by
+// `pinframe_tensor_image_batch`) in one pass: `items[i]` into slice `i`, each as
+// `pinframe_processor_convert` would with `options` (NULL = defaults) and the item's own
+// crop and fit (pinframe's `ImageProcessor::convert_batch`). A YUV matrix or range
+// given alone is completed from `items[0]`'s source. `count` may be fewer than the
+// slices: the other slices are left as they are.
+//
+// `infos` is NULL, or an array of `count` `pinframe_convert_info`, each with its
+// `struct_size` set: `infos[i]` receives item `i`'s geometry in its own source's pixels
+// (its `dst_to_src` maps a point of slice `i` back into `items[i].src`).
+//
+// Everything is checked before anything is written: NULL `processor`, `items` or `dst`,
+// or a NULL `src` in an item, is `PINFRAME_ERROR_NULL_POINTER`; `count` 0 or more than
+// the slices, a bad item (its `struct_size`, flags or fit, naming `items[i]`), a source
+// that is `dst` or overlaps it, a source without a layout, a crop outside its source,
+// a damaged compressed frame or options `dst` cannot take are
+// `PINFRAME_ERROR_INVALID_INPUT` (or `_UNSUPPORTED` for a format pair), with a message
+// naming the item. `dst` must not be mapped, and no source mapped for writing.
+//
+// Ownership: borrows everything; writes `dst`'s data and `infos[0..count]`.
+//
+// # Safety
+// `processor` and `dst` are live handles; `items` points to `count` `pinframe_batch_item`
+// (each with its `struct_size` set, one value for all) whose `src` are live handles;
+// `options` is NULL or a `pinframe_convert_options` with its `struct_size` set; `infos`
+// is NULL or points to `count` `pinframe_convert_info` with their `struct_size` set.
+pinframe_status pinframe_processor_convert_batch(struct pinframe_processor *processor,
+                                                 const struct pinframe_batch_item *items,
+                                                 size_t count,
+                                                 struct pinframe_tensor *dst,
+                                                 const struct pinframe_convert_options *options,
+                                                 struct pinframe_convert_info *infos);
+
 // What the processor did so far, in `*stats` (whose `struct_size` the caller set).
 //
 // Ownership: borrows `processor`; writes `*stats`.
@@ -1016,6 +1082,38 @@ pinframe_status pinframe_tensor_image(uint32_t width,
                                       pinframe_dtype dtype,
                                       pinframe_memory memory,
                                       struct pinframe_tensor **out);
+
+// Makes a batch of `count` image tensors `width` x `height` in `format` with `dtype`
+// elements, in one buffer, slice `i` after slice `i - 1` (pinframe's
+// `Tensor::image_batch`): shape `[count, height, width, channels]` for packed formats,
+// `[count, 3, height, width]` for planar RGB; each slice laid out as
+// `pinframe_tensor_image` lays out one image (the layout `pinframe_tensor_get_layout`
+// reports is slice 0's; slice `i` starts `i` times the slice's allocation later).
+// `pinframe_processor_convert_batch` fills it; `pinframe_processor_convert` refuses a
+// batch of more than one. `count` 0 and formats of several buffers are
+// `PINFRAME_ERROR_INVALID_INPUT`.
+//
+// Ownership: as `pinframe_tensor_create`.
+//
+// # Safety
+// `out` is writable.
+pinframe_status pinframe_tensor_image_batch(size_t count,
+                                            uint32_t width,
+                                            uint32_t height,
+                                            pinframe_format format,
+                                            pinframe_dtype dtype,
+                                            pinframe_memory memory,
+                                            struct pinframe_tensor **out);
+
+// The number of images in the tensor, in `*len`: `count` for a tensor made by
+// `pinframe_tensor_image_batch` (until `pinframe_tensor_set_layout` makes it one image),
+// else 1. Works while the tensor is mapped.
+//
+// Ownership: borrows `tensor`; writes `*len`.
+//
+// # Safety
+// `tensor` is a live handle; `len` is writable.
+pinframe_status pinframe_tensor_get_batch_len(const struct pinframe_tensor *tensor, size_t *len);
 
 // Makes an image tensor with an explicit layout (strides, plane offsets, several
 // buffers); its element type is the layout's.

@@ -3,15 +3,17 @@
 use std::sync::Mutex;
 
 use pinframe::{
-    Backend, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit, Flip, Gamma,
-    ImageProcessor, Interpolation, Isp, Normalize, Rotation,
+    Backend, BatchItem, Colorimetry, ColorimetryChoice, ConvertInfo, ConvertOptions, Crop, Fit,
+    Flip, Gamma, ImageProcessor, Interpolation, Isp, Normalize, Rotation,
 };
 
 use crate::status::{
-    Failure, Handle, Outcome, SizedStruct, call, handle, pinframe_status, prepare_out, read_sized,
-    take_handle, write_out, write_sized,
+    Failure, Handle, Outcome, SizedStruct, call, check_struct_size, handle, pinframe_status,
+    prepare_out, read_sized, take_handle, write_out, write_sized,
 };
-use crate::tensor::{AnyTensor, Slot, any_tensor, pinframe_tensor, tensor_arg};
+use crate::tensor::{
+    AnyTensor, Slot, TensorHandle, TensorState, any_tensor, pinframe_tensor, tensor_arg,
+};
 use crate::types::*;
 
 /// Which backend a processor runs on: one of the `PINFRAME_BACKEND_*` values.
@@ -164,36 +166,39 @@ impl pinframe_convert_options {
         }
     }
 
+    /// The crop `has_crop` and `crop` say.
+    fn crop(has_crop: u32, crop: pinframe_rect) -> Outcome<Option<Crop>> {
+        match has_crop {
+            0 => Ok(None),
+            1 => Ok(Some(Crop::new(crop.x, crop.y, crop.width, crop.height))),
+            n => Err(Failure::invalid(format!(
+                "has_crop must be 0 or 1, not {n}"
+            ))),
+        }
+    }
+
+    /// The fit a `PINFRAME_FIT_*` value and a letterbox colour say.
+    fn fit(fit: pinframe_fit, pad: [u8; 3]) -> Outcome<Fit> {
+        match fit {
+            PINFRAME_FIT_STRETCH => Ok(Fit::Stretch),
+            PINFRAME_FIT_LETTERBOX => Ok(Fit::Letterbox { pad }),
+            PINFRAME_FIT_FILL => Ok(Fit::Fill),
+            n => Err(Failure::invalid(format!("unknown fit {n}"))),
+        }
+    }
+
     /// The options for a source whose layout says `known` and that has `height` lines.
     // `..default()` keeps compiling, with defaults, when pinframe's struct gains fields.
     #[allow(clippy::needless_update)]
     fn to_options(self, known: Option<Colorimetry>, height: u32) -> Outcome<ConvertOptions> {
-        let crop = match self.has_crop {
-            0 => None,
-            1 => Some(Crop::new(
-                self.crop.x,
-                self.crop.y,
-                self.crop.width,
-                self.crop.height,
-            )),
-            n => {
-                return Err(Failure::invalid(format!(
-                    "has_crop must be 0 or 1, not {n}"
-                )));
-            }
-        };
+        let crop = Self::crop(self.has_crop, self.crop)?;
         let flip = match self.flip {
             PINFRAME_FLIP_NONE => Flip::None,
             PINFRAME_FLIP_HORIZONTAL => Flip::Horizontal,
             PINFRAME_FLIP_VERTICAL => Flip::Vertical,
             n => return Err(Failure::invalid(format!("unknown flip {n}"))),
         };
-        let fit = match self.fit {
-            PINFRAME_FIT_STRETCH => Fit::Stretch,
-            PINFRAME_FIT_LETTERBOX => Fit::Letterbox { pad: self.pad },
-            PINFRAME_FIT_FILL => Fit::Fill,
-            n => return Err(Failure::invalid(format!("unknown fit {n}"))),
-        };
+        let fit = Self::fit(self.fit, self.pad)?;
         let interpolation = match self.interpolation {
             PINFRAME_INTERPOLATION_BILINEAR => Interpolation::Bilinear,
             PINFRAME_INTERPOLATION_NEAREST => Interpolation::Nearest,
@@ -277,6 +282,51 @@ impl pinframe_convert_info {
             matrix,
             range,
             dst_to_src: i.dst_to_src,
+        }
+    }
+}
+
+/// One image of a batch conversion (`pinframe_processor_convert_batch`, pinframe's
+/// `BatchItem`): a source tensor and the crop and fit that override the batch's options
+/// for it. Set `struct_size = sizeof(pinframe_batch_item)`, then
+/// `pinframe_batch_item_init` for the defaults (no source, the options' crop and fit).
+/// The struct grows only at its end, as `pinframe_convert_options` does.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pinframe_batch_item {
+    /// `sizeof(pinframe_batch_item)`, set by the caller.
+    pub struct_size: usize,
+    /// The image: a `PINFRAME_DTYPE_U8` image tensor (a frame's, an import, ...). One
+    /// tensor may be the source of many items (it is locked and mapped once).
+    pub src: *const pinframe_tensor,
+    /// 1: convert only `crop` of `src`; 0: the options' crop if they have one, else all.
+    pub has_crop: u32,
+    /// The part of `src` to convert, in its pixels, when `has_crop` is 1.
+    pub crop: pinframe_rect,
+    /// 1: fit this item as `fit` says; 0: as the options' `fit` (and `pad`).
+    pub has_fit: u32,
+    /// A `PINFRAME_FIT_*` value, when `has_fit` is 1.
+    pub fit: pinframe_fit,
+    /// This item's letterbox colour R, G, B, when `has_fit` is 1 and `fit` is
+    /// `PINFRAME_FIT_LETTERBOX`.
+    pub pad: [u8; 3],
+}
+
+impl SizedStruct for pinframe_batch_item {
+    const NAME: &'static str = "pinframe_batch_item";
+    const RELEASED: &'static [usize] = &[size_of::<Self>()];
+}
+
+impl pinframe_batch_item {
+    fn defaults() -> Self {
+        pinframe_batch_item {
+            struct_size: size_of::<Self>(),
+            src: std::ptr::null(),
+            has_crop: 0,
+            crop: pinframe_rect::default(),
+            has_fit: 0,
+            fit: PINFRAME_FIT_STRETCH,
+            pad: [0; 3],
         }
     }
 }
@@ -476,6 +526,245 @@ pub unsafe extern "C" fn pinframe_processor_convert(
         if !info.is_null() {
             // SAFETY: the caller's contract.
             unsafe { write_sized(info, "info", pinframe_convert_info::from_info(&done))? };
+        }
+        Ok(())
+    })
+}
+
+/// Fills `*item` with the defaults (see `pinframe_batch_item`): `src` NULL, no crop and
+/// no fit of its own.
+///
+/// Ownership: writes `*item` (whose `struct_size` the caller set).
+///
+/// # Safety
+/// `item` points to a `pinframe_batch_item` with its `struct_size` set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_batch_item_init(
+    item: *mut pinframe_batch_item,
+) -> pinframe_status {
+    // SAFETY: the caller's contract.
+    call(|| unsafe { write_sized(item, "item", pinframe_batch_item::defaults()) })
+}
+
+/// The element size of an array of sized structs: its first entry's `struct_size`, which
+/// every entry must have (an array from an older or newer header steps by its own size).
+///
+/// # Safety
+/// `first` is non-null and points to a struct of type `T` with its `struct_size` set.
+unsafe fn array_stride<T: SizedStruct>(first: *const T, name: &str) -> Outcome<usize> {
+    // SAFETY: every sized struct starts with a size_t struct_size (the caller's contract).
+    let size = unsafe { (first as *const usize).read_unaligned() };
+    check_struct_size::<T>(size, &format!("{name}[0]"))?;
+    Ok(size)
+}
+
+/// Entry `i` of an array of sized structs whose entries are `stride` bytes apart, checked
+/// to have that `struct_size`.
+///
+/// # Safety
+/// `base` points to an array of at least `i + 1` entries `stride` bytes apart.
+unsafe fn array_entry<T: SizedStruct>(
+    base: *const T,
+    stride: usize,
+    i: usize,
+    name: &str,
+) -> Outcome<*const T> {
+    // SAFETY: the caller's contract: entry `i` is inside the array.
+    let entry = unsafe { (base as *const u8).add(i * stride) } as *const T;
+    // SAFETY: as above; every entry starts with its struct_size.
+    let size = unsafe { (entry as *const usize).read_unaligned() };
+    if size != stride {
+        return Err(Failure::invalid(format!(
+            "`{name}[{i}]`: struct_size {size} differs from {name}[0]'s {stride}; every \
+             entry of the array has the same size"
+        )));
+    }
+    Ok(entry)
+}
+
+/// Converts `count` images into the slices of the batch tensor `dst` (made by
+/// `pinframe_tensor_image_batch`) in one pass: `items[i]` into slice `i`, each as
+/// `pinframe_processor_convert` would with `options` (NULL = defaults) and the item's own
+/// crop and fit (pinframe's `ImageProcessor::convert_batch`). A YUV matrix or range
+/// given alone is completed from `items[0]`'s source. `count` may be fewer than the
+/// slices: the other slices are left as they are.
+///
+/// `infos` is NULL, or an array of `count` `pinframe_convert_info`, each with its
+/// `struct_size` set: `infos[i]` receives item `i`'s geometry in its own source's pixels
+/// (its `dst_to_src` maps a point of slice `i` back into `items[i].src`).
+///
+/// Everything is checked before anything is written: NULL `processor`, `items` or `dst`,
+/// or a NULL `src` in an item, is `PINFRAME_ERROR_NULL_POINTER`; `count` 0 or more than
+/// the slices, a bad item (its `struct_size`, flags or fit, naming `items[i]`), a source
+/// that is `dst` or overlaps it, a source without a layout, a crop outside its source,
+/// a damaged compressed frame or options `dst` cannot take are
+/// `PINFRAME_ERROR_INVALID_INPUT` (or `_UNSUPPORTED` for a format pair), with a message
+/// naming the item. `dst` must not be mapped, and no source mapped for writing.
+///
+/// Ownership: borrows everything; writes `dst`'s data and `infos[0..count]`.
+///
+/// # Safety
+/// `processor` and `dst` are live handles; `items` points to `count` `pinframe_batch_item`
+/// (each with its `struct_size` set, one value for all) whose `src` are live handles;
+/// `options` is NULL or a `pinframe_convert_options` with its `struct_size` set; `infos`
+/// is NULL or points to `count` `pinframe_convert_info` with their `struct_size` set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_processor_convert_batch(
+    processor: *mut pinframe_processor,
+    items: *const pinframe_batch_item,
+    count: usize,
+    dst: *mut pinframe_tensor,
+    options: *const pinframe_convert_options,
+    infos: *mut pinframe_convert_info,
+) -> pinframe_status {
+    call(|| {
+        // SAFETY: the caller's contract, for each handle.
+        let p = unsafe { processor_arg(processor, "processor")? };
+        // SAFETY: as above.
+        let d = unsafe { tensor_arg(dst, "dst")? };
+        if items.is_null() {
+            return Err(Failure::null("items"));
+        }
+        if d.is_frame() {
+            return Err(Failure::invalid(
+                "a frame's tensor cannot be a destination (it is the camera's buffer)",
+            ));
+        }
+        // The count is checked before the array is read: a wrong one must not make this
+        // read past the caller's items.
+        let slices = d.lock().batch_len();
+        if count == 0 || count > slices {
+            return Err(Failure::invalid(format!(
+                "{count} items for a batch of {slices} slices: give 1 to {slices}"
+            )));
+        }
+        let opts = if options.is_null() {
+            pinframe_convert_options::defaults()
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { read_sized(options, "options", pinframe_convert_options::defaults())? }
+        };
+        // SAFETY: non-null, and the caller guarantees `count` entries.
+        let stride = unsafe { array_stride(items, "items")? };
+        let mut read = Vec::with_capacity(count);
+        for i in 0..count {
+            // SAFETY: i < count entries of `stride` bytes (the caller's contract).
+            let entry = unsafe { array_entry(items, stride, i, "items")? };
+            // SAFETY: as above: a pinframe_batch_item with its struct_size set.
+            let item = unsafe {
+                read_sized(
+                    entry,
+                    &format!("items[{i}]"),
+                    pinframe_batch_item::defaults(),
+                )?
+            };
+            let at = |f: Failure| Failure::new(f.status, format!("items[{i}]: {}", f.message));
+            if item.src.is_null() {
+                return Err(Failure::null(&format!("items[{i}].src")));
+            }
+            // SAFETY: the caller's contract: a live tensor handle.
+            let src = unsafe { tensor_arg(item.src, &format!("items[{i}].src"))? };
+            if std::ptr::eq(src, d) {
+                return Err(Failure::invalid(format!(
+                    "items[{i}]: src and dst are the same tensor; convert into another one"
+                )));
+            }
+            let crop = pinframe_convert_options::crop(item.has_crop, item.crop).map_err(at)?;
+            let fit = match item.has_fit {
+                0 => None,
+                1 => Some(pinframe_convert_options::fit(item.fit, item.pad).map_err(at)?),
+                n => {
+                    return Err(at(Failure::invalid(format!(
+                        "has_fit must be 0 or 1, not {n}"
+                    ))));
+                }
+            };
+            read.push((src, crop, fit));
+        }
+        let mut info_stride = 0;
+        if !infos.is_null() {
+            // SAFETY: the caller's contract: `count` entries with their struct_size set.
+            info_stride = unsafe { array_stride(infos as *const pinframe_convert_info, "infos")? };
+            for i in 0..count {
+                // SAFETY: as above.
+                unsafe {
+                    array_entry(
+                        infos as *const pinframe_convert_info,
+                        info_stride,
+                        i,
+                        "infos",
+                    )?
+                };
+            }
+        }
+
+        // Every tensor locked once, in address order (as `pinframe_processor_convert` locks
+        // its two), so that crossed batches on two threads cannot wait for each other.
+        let addr = |t: &TensorHandle| t as *const TensorHandle as usize;
+        let mut order: Vec<&TensorHandle> = read
+            .iter()
+            .map(|(s, _, _)| *s)
+            .chain(std::iter::once(d))
+            .collect();
+        order.sort_by_key(|t| addr(t));
+        order.dedup_by_key(|t| addr(t));
+        let mut sources: Vec<(usize, std::sync::MutexGuard<'_, TensorState>)> = Vec::new();
+        let mut dst_state = None;
+        for t in order {
+            if std::ptr::eq(t, d) {
+                dst_state = Some(t.lock());
+            } else {
+                sources.push((addr(t), t.lock()));
+            }
+        }
+        let Some(mut dst_state) = dst_state else {
+            return Err(Failure::invalid("the batch destination was not locked"));
+        };
+        let mut batch = Vec::with_capacity(count);
+        for (i, (src, crop, fit)) in read.iter().enumerate() {
+            let state = sources
+                .iter()
+                .find(|(a, _)| *a == addr(src))
+                .map(|(_, g)| g)
+                .ok_or_else(|| Failure::invalid("a batch source was not locked"))?;
+            let at = |f: Failure| Failure::new(f.status, format!("items[{i}]: {}", f.message));
+            let tensor = state.slot().map_err(at)?.as_u8().ok_or_else(|| {
+                Failure::new(
+                    crate::status::PINFRAME_ERROR_UNSUPPORTED,
+                    format!("items[{i}]: conversion sources are u8 images (PINFRAME_DTYPE_U8)"),
+                )
+            })?;
+            let mut item = BatchItem::tensor(tensor);
+            if let Some(c) = crop {
+                item = item.with_crop(*c);
+            }
+            if let Some(f) = fit {
+                item = item.with_fit(*f);
+            }
+            batch.push(item);
+        }
+        let first = batch[0].source.layout()?;
+        let options = opts.to_options(first.colorimetry(), first.height())?;
+        let Slot::Owned(dst_any) = dst_state.slot_mut()? else {
+            return Err(Failure::invalid("a frame's tensor cannot be a destination"));
+        };
+        let mut proc = p.lock().unwrap_or_else(|e| e.into_inner());
+        let done = any_tensor!(dst_any, t => proc.convert_batch(&batch, t, &options)?);
+        drop(proc);
+        if !infos.is_null() {
+            for (i, info) in done.iter().enumerate() {
+                // SAFETY: checked above: entry i of `count`, with its struct_size set.
+                let entry = unsafe { (infos as *mut u8).add(i * info_stride) }
+                    as *mut pinframe_convert_info;
+                // SAFETY: as above.
+                unsafe {
+                    write_sized(
+                        entry,
+                        &format!("infos[{i}]"),
+                        pinframe_convert_info::from_info(info),
+                    )?
+                };
+            }
         }
         Ok(())
     })

@@ -192,7 +192,7 @@ pub(crate) trait SizedStruct: Copy {
 /// Checks a caller's `struct_size` against `T`'s released layouts: one of their sizes, or
 /// larger than this library's (a newer header). Any other size ends inside a field (a
 /// torn pointer or float) or names a layout that never existed.
-fn check_struct_size<T: SizedStruct>(size: usize, name: &str) -> Outcome {
+pub(crate) fn check_struct_size<T: SizedStruct>(size: usize, name: &str) -> Outcome {
     debug_assert_eq!(T::RELEASED.last(), Some(&size_of::<T>()));
     if T::RELEASED.contains(&size) || size > size_of::<T>() {
         return Ok(());

@@ -169,6 +169,7 @@ impl Slot {
 /// The untyped queries every `Tensor<T>` answers.
 trait TensorView {
     fn view_shape(&self) -> &[usize];
+    fn view_batch_len(&self) -> usize;
     fn view_memory(&self) -> Memory;
     fn view_layout(&self) -> Option<ImageLayout>;
     fn view_buffers(&self) -> Vec<(usize, Option<RawFd>)>;
@@ -180,6 +181,9 @@ trait TensorView {
 impl<T: pinframe::Element> TensorView for Tensor<T> {
     fn view_shape(&self) -> &[usize] {
         self.shape()
+    }
+    fn view_batch_len(&self) -> usize {
+        self.batch_len()
     }
     fn view_memory(&self) -> Memory {
         self.memory()
@@ -212,6 +216,8 @@ impl<T: pinframe::Element> TensorView for Tensor<T> {
 struct Meta {
     dtype: DType,
     shape: Vec<usize>,
+    /// Images in the tensor: a batch's count (`pinframe_tensor_image_batch`), else 1.
+    batch_len: usize,
     memory: Memory,
     layout: Option<ImageLayout>,
     /// (length, fd) of each buffer; the fds live as long as the tensor.
@@ -262,6 +268,7 @@ impl TensorState {
         let meta = slot.with(|v| Meta {
             dtype,
             shape: v.view_shape().to_vec(),
+            batch_len: v.view_batch_len(),
             memory: v.view_memory(),
             layout: v.view_layout(),
             buffers: v.view_buffers(),
@@ -271,6 +278,11 @@ impl TensorState {
             meta,
             map: None,
         }
+    }
+
+    /// Images in the tensor (1 unless it is a batch).
+    pub(crate) fn batch_len(&self) -> usize {
+        self.meta.batch_len
     }
 
     /// The tensor, for reading; refused while it is mapped for writing.
@@ -492,6 +504,67 @@ pub unsafe extern "C" fn pinframe_tensor_image(
         // SAFETY: out was checked above.
         unsafe { *out = TensorHandle::boxed(any) };
         Ok(())
+    })
+}
+
+/// Makes a batch of `count` image tensors `width` x `height` in `format` with `dtype`
+/// elements, in one buffer, slice `i` after slice `i - 1` (pinframe's
+/// `Tensor::image_batch`): shape `[count, height, width, channels]` for packed formats,
+/// `[count, 3, height, width]` for planar RGB; each slice laid out as
+/// `pinframe_tensor_image` lays out one image (the layout `pinframe_tensor_get_layout`
+/// reports is slice 0's; slice `i` starts `i` times the slice's allocation later).
+/// `pinframe_processor_convert_batch` fills it; `pinframe_processor_convert` refuses a
+/// batch of more than one. `count` 0 and formats of several buffers are
+/// `PINFRAME_ERROR_INVALID_INPUT`.
+///
+/// Ownership: as `pinframe_tensor_create`.
+///
+/// # Safety
+/// `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_tensor_image_batch(
+    count: usize,
+    width: u32,
+    height: u32,
+    format: pinframe_format,
+    dtype: pinframe_dtype,
+    memory: pinframe_memory,
+    out: *mut *mut pinframe_tensor,
+) -> pinframe_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        unsafe { prepare_out(out, "out")? };
+        let format = format_from(format)?;
+        let dtype = dtype_from(dtype)?;
+        let memory = memory_from(memory)?;
+        let any = by_dtype!(dtype, T => {
+            Tensor::<T>::image_batch(count, width, height, format, memory)?
+        });
+        // SAFETY: out was checked above.
+        unsafe { *out = TensorHandle::boxed(any) };
+        Ok(())
+    })
+}
+
+/// The number of images in the tensor, in `*len`: `count` for a tensor made by
+/// `pinframe_tensor_image_batch` (until `pinframe_tensor_set_layout` makes it one image),
+/// else 1. Works while the tensor is mapped.
+///
+/// Ownership: borrows `tensor`; writes `*len`.
+///
+/// # Safety
+/// `tensor` is a live handle; `len` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pinframe_tensor_get_batch_len(
+    tensor: *const pinframe_tensor,
+    len: *mut usize,
+) -> pinframe_status {
+    call(|| {
+        // SAFETY: the caller's contract.
+        let t = unsafe { tensor_arg(tensor, "tensor")? };
+        let n = t.lock().meta.batch_len;
+        // SAFETY: the caller's contract.
+        unsafe { write_out(len, "len", n) }
     })
 }
 
@@ -741,6 +814,8 @@ pub unsafe extern "C" fn pinframe_tensor_set_layout(
             }
         }
         s.meta.layout = Some(layout);
+        // A layout describes one image: a batch is one no more.
+        s.meta.batch_len = 1;
         Ok(())
     })
 }
