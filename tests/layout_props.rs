@@ -23,8 +23,8 @@ fn any_dtype() -> impl Strategy<Value = DType> {
 
 /// Independent restatement of the geometry: (bytes per row, rows) of plane `i`.
 fn plane_geometry(w: u64, h: u64, f: PixelFormat, d: DType, i: usize) -> (u64, u64) {
-    let cw = w.div_ceil(2);
-    let (_, vsub) = f.chroma_subsampling();
+    let (hsub, vsub) = f.chroma_subsampling();
+    let cw = w.div_ceil(u64::from(hsub));
     let ch = h.div_ceil(u64::from(vsub));
     match (f.family(), i) {
         (FormatFamily::PackedYuv422, _) => (cw * 4, h),

@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Mutex;
 
-use common::tensor_checks::{cycles_leave_no_trace, mapping_lines};
+use common::tensor_checks::cycles_leave_no_trace;
 use pinframe::testing::live_cpu_mappings;
 use pinframe::{Memory, Tensor};
 
@@ -77,10 +77,14 @@ fn a_mapping_is_released_exactly_once_by_its_last_owner() {
         "unmapped when the last owner dropped"
     );
     assert!(!mapped(addr), "the range is gone from /proc/self/maps");
-    // And heap tensors make no mappings at all.
-    let before = mapping_lines();
+    // And heap tensors make no mappings of their own: the allocator may grow or split its
+    // arenas (one more line or two in /proc/self/maps, more under qemu-user), so what is
+    // checked is that the pin points into no pinframe memfd mapping.
     let h = Tensor::<u8>::new(&[64], Some(Memory::Heap)).unwrap();
-    let _p = h.pin_host().unwrap();
+    let p = h.pin_host().unwrap();
     assert_eq!(live_cpu_mappings(), live);
-    assert!(mapping_lines() <= before + 1);
+    assert!(
+        !mapped(p.as_ptr() as usize),
+        "a heap pin lies in no memfd mapping"
+    );
 }
