@@ -14,12 +14,21 @@
 //! Time is the process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`), not wall time: on a
 //! shared, oversubscribed machine wall time mostly measures the other tenants, while CPU
 //! time measures the work (for `fused-pool` it is the sum over the pool's threads).
+//!
+//! After the criterion groups it prints the floor table of `ratios`: the eight camera
+//! workloads against one copy of the source plus one fill of the destination (the memory
+//! floor) and against the same chain on the whole pool, as ratios from one run.
+//! `cargo bench --bench cpu_convert -- floor` prints that table alone.
+
+// In its own folder: cargo would take a file directly in benches/ for a bench target.
+#[path = "cpu_convert/ratios.rs"]
+mod ratios;
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use pinframe::{
@@ -385,4 +394,18 @@ criterion_group! {
         .measurement_time(Duration::from_secs(1));
     targets = bench
 }
-criterion_main!(benches);
+fn main() {
+    // The first argument that is not an option is criterion's name filter; `floor` (or
+    // none) prints the whole floor table, another filter the workloads whose names hold it.
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .filter(|f| f != "floor");
+    if filter.is_some() || std::env::args().all(|a| a != "floor") {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    // Under `cargo test --all-targets` (no `--bench`) one round shows the table works.
+    let bench_mode = std::env::args().any(|a| a == "--bench");
+    ratios::print_table(filter.as_deref(), bench_mode);
+}

@@ -264,6 +264,17 @@ fn bench_prints_time_rate_and_kernel() {
             text.contains("ms per frame") && text.contains("frames per second"),
             "{text}"
         );
+        // The memory floor and the ratio to it, a positive finite number.
+        let ratio = text
+            .split("floor ")
+            .nth(1)
+            .and_then(|rest| rest.split(", ").nth(1))
+            .and_then(|r| r.strip_suffix("x the floor\n"))
+            .and_then(|r| r.parse::<f64>().ok());
+        assert!(
+            ratio.is_some_and(|r| r.is_finite() && r > 0.0),
+            "{text} gives no ratio to the floor"
+        );
         assert!(
             kernels
                 .iter()

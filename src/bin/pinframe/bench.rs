@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use half::f16;
+use rayon::prelude::*;
 
 use crate::args::*;
 use pinframe::{
@@ -92,21 +93,47 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         }
     };
     let per_frame = elapsed.as_secs_f64() / f64::from(args.frames);
+    let floor = memory_floor(&src, dst_layout.required_len(0), args.frames).as_secs_f64()
+        / f64::from(args.frames);
     // Which CPU kernel ran: timings of the AVX2, NEON and portable builds differ.
     let kernel = match proc.backend() {
         Backend::Cpu => format!(", {} kernel", proc.cpu_kernel()),
         _ => String::new(),
     };
     println!(
-        "{sw}x{sh} {} -> {dw}x{dh} {}/{dtype} on {} ({} threads{kernel}): {:.3} ms per frame, {:.1} frames per second",
+        "{sw}x{sh} {} -> {dw}x{dh} {}/{dtype} on {} ({} threads{kernel}): {:.3} ms per frame, {:.1} frames per second; floor {:.3} ms, {:.2}x the floor",
         args.input_format,
         args.output_format,
         proc.backend(),
         rayon::current_num_threads(),
         per_frame * 1e3,
-        1.0 / per_frame
+        1.0 / per_frame,
+        floor * 1e3,
+        per_frame / floor
     );
     Ok(())
+}
+
+/// The memory floor of a conversion, `frames` times: one copy of the source frame plus one
+/// fill of a destination of `dst_len` bytes, on the same rayon pool the CPU backend uses.
+/// No conversion that reads its whole source and writes its whole destination moves less.
+fn memory_floor(src: &[u8], dst_len: usize, frames: u32) -> Duration {
+    const CHUNK: usize = 64 * 1024;
+    let mut copy = vec![0u8; src.len()];
+    let mut dst = vec![0u8; dst_len];
+    let once = |copy: &mut [u8], dst: &mut [u8]| {
+        copy.par_chunks_mut(CHUNK)
+            .zip(src.par_chunks(CHUNK))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        dst.par_chunks_mut(CHUNK).for_each(|d| d.fill(114));
+        std::hint::black_box((&*copy, &*dst));
+    };
+    once(&mut copy, &mut dst);
+    let start = Instant::now();
+    for _ in 0..frames {
+        once(&mut copy, &mut dst);
+    }
+    start.elapsed()
 }
 
 fn time<T: Element>(

@@ -1,0 +1,405 @@
+//! The floor table of `cargo bench --bench cpu_convert`: the eight camera workloads (a
+//! 1920x1080 YUYV or NV12 frame letterboxed into 640x640 or 416x416 as RGB u8 HWC, RGB f32
+//! CHW /255 or RGB i8 CHW), timed against
+//!
+//! * the floor: one copy of the source frame plus one fill of the destination tensor, on
+//!   the same rayon pool (no conversion can move fewer bytes);
+//! * the Rust chain a user would write: the `yuv` crate to full-frame RGB, then
+//!   `fast_image_resize` bilinear into the letterbox's content, then a loop for the pad,
+//!   dtype and layout (both crates built with their `rayon` feature, so they run on the
+//!   same pool as pinframe: 2 threads for every contender on a 2-core machine).
+//!
+//! Plus the other 4:2:0 layouts (NV21, I420, YV12) at the first geometry, for "no slower
+//! than YUYV", and a 3840x2160 NV12 frame into the same 640 letterbox, for "the cost
+//! follows the output".
+//!
+//! Wall time (all three run on the pool), in interleaved rounds (each round times every
+//! contender once, so a slow spell of a shared machine hits all of them), medians.
+//! `PINFRAME_FLOOR_ROUNDS` sets the rounds (default 41); `RAYON_NUM_THREADS=1` gives the
+//! one-thread table. `cargo bench --bench cpu_convert -- floor` prints only this table.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use fast_image_resize::images::{Image, ImageRef};
+use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use pinframe::{
+    Backend, Colorimetry, ConvertOptions, DType, Fit, ImageLayout, ImageProcessor, Normalize,
+    PixelFormat,
+};
+use rayon::prelude::*;
+use yuv::{
+    YuvBiPlanarImage, YuvConversionMode, YuvPackedImage, YuvPlanarImage, YuvRange,
+    YuvStandardMatrix,
+};
+
+const PAD: u8 = 114;
+
+/// The destination of a workload.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dst {
+    /// RGB u8, interleaved (HWC).
+    RgbU8,
+    /// RGB f32 planar (CHW), `v / 255`.
+    PlanarF32,
+    /// RGB i8 planar (CHW), `u8 ^ 0x80`.
+    PlanarI8,
+}
+
+impl Dst {
+    fn label(self) -> &'static str {
+        match self {
+            Dst::RgbU8 => "RGB u8 HWC",
+            Dst::PlanarF32 => "RGB f32 CHW /255",
+            Dst::PlanarI8 => "RGB i8 CHW",
+        }
+    }
+
+    fn layout(self, side: u32) -> ImageLayout {
+        let (format, dtype) = match self {
+            Dst::RgbU8 => (PixelFormat::Rgb, DType::U8),
+            Dst::PlanarF32 => (PixelFormat::PlanarRgb, DType::F32),
+            Dst::PlanarI8 => (PixelFormat::PlanarRgb, DType::I8),
+        };
+        ImageLayout::tight(side, side, format, dtype).unwrap()
+    }
+}
+
+struct Workload {
+    name: String,
+    format: PixelFormat,
+    src_size: (u32, u32),
+    dst: Dst,
+    side: u32,
+    /// Whether the yuv + fast_image_resize chain is timed too.
+    chain: bool,
+}
+
+fn workloads() -> Vec<Workload> {
+    let mut all = Vec::new();
+    let mut n = 0;
+    for side in [640, 416] {
+        for (format, dst) in [
+            (PixelFormat::Yuyv, Dst::RgbU8),
+            (PixelFormat::Nv12, Dst::RgbU8),
+            (PixelFormat::Yuyv, Dst::PlanarF32),
+            (PixelFormat::Nv12, Dst::PlanarI8),
+        ] {
+            n += 1;
+            all.push(Workload {
+                name: format!("W{n} {format} -> {} {side}", dst.label()),
+                format,
+                src_size: (1920, 1080),
+                dst,
+                side,
+                chain: true,
+            });
+        }
+    }
+    for format in [PixelFormat::Nv21, PixelFormat::I420, PixelFormat::Yv12] {
+        all.push(Workload {
+            name: format!("{format} -> RGB u8 HWC 640 (vs W1)"),
+            format,
+            src_size: (1920, 1080),
+            dst: Dst::RgbU8,
+            side: 640,
+            chain: format == PixelFormat::I420,
+        });
+    }
+    all.push(Workload {
+        name: "NV12 3840x2160 -> RGB u8 HWC 640 (vs W2)".into(),
+        format: PixelFormat::Nv12,
+        src_size: (3840, 2160),
+        dst: Dst::RgbU8,
+        side: 640,
+        chain: false,
+    });
+    all
+}
+
+fn noise(len: usize) -> Vec<u8> {
+    let mut state = 0x1234_5678u32;
+    (0..len)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// The yuv + fast_image_resize chain with its buffers allocated once.
+struct Chain {
+    format: PixelFormat,
+    size: (u32, u32),
+    rgb: Vec<u8>,
+    resized: Image<'static>,
+    resizer: Resizer,
+    content: [u32; 4],
+    dst: Dst,
+    side: u32,
+}
+
+impl Chain {
+    fn new(w: &Workload, content: [u32; 4]) -> Chain {
+        let (sw, sh) = w.src_size;
+        Chain {
+            format: w.format,
+            size: w.src_size,
+            rgb: vec![0; (sw * sh * 3) as usize],
+            resized: Image::new(content[2], content[3], PixelType::U8x3),
+            resizer: Resizer::new(),
+            content,
+            dst: w.dst,
+            side: w.side,
+        }
+    }
+
+    fn run(&mut self, src: &[u8], out: &mut [u8]) {
+        let (w, h) = self.size;
+        let (range, matrix) = (YuvRange::Limited, YuvStandardMatrix::Bt601);
+        let luma = (w * h) as usize;
+        match self.format {
+            PixelFormat::Yuyv => {
+                let packed = YuvPackedImage {
+                    yuy: src,
+                    yuy_stride: w * 2,
+                    width: w,
+                    height: h,
+                };
+                yuv::yuyv422_to_rgb(&packed, &mut self.rgb, w * 3, range, matrix).unwrap();
+            }
+            PixelFormat::I420 => {
+                let (y, uv) = src.split_at(luma);
+                let (u, v) = uv.split_at(luma / 4);
+                let planar = YuvPlanarImage {
+                    y_plane: y,
+                    y_stride: w,
+                    u_plane: u,
+                    u_stride: w / 2,
+                    v_plane: v,
+                    v_stride: w / 2,
+                    width: w,
+                    height: h,
+                };
+                yuv::yuv420_to_rgb(&planar, &mut self.rgb, w * 3, range, matrix).unwrap();
+            }
+            _ => {
+                let (y, uv) = src.split_at(luma);
+                let bi = YuvBiPlanarImage {
+                    y_plane: y,
+                    y_stride: w,
+                    uv_plane: uv,
+                    uv_stride: w,
+                    width: w,
+                    height: h,
+                };
+                yuv::yuv_nv12_to_rgb(
+                    &bi,
+                    &mut self.rgb,
+                    w * 3,
+                    range,
+                    matrix,
+                    YuvConversionMode::Balanced,
+                )
+                .unwrap();
+            }
+        }
+        let view = ImageRef::new(w, h, &self.rgb, PixelType::U8x3).unwrap();
+        let options =
+            ResizeOptions::new().resize_alg(ResizeAlg::Interpolation(FilterType::Bilinear));
+        self.resizer
+            .resize(&view, &mut self.resized, &options)
+            .unwrap();
+        self.place(out);
+    }
+
+    /// The pad, dtype and layout loop, rows spread over the pool like the resize.
+    fn place(&self, out: &mut [u8]) {
+        let [cx, cy, cw, ch] = self.content.map(|v| v as usize);
+        let side = self.side as usize;
+        let resized = self.resized.buffer();
+        let content_row = |y: usize| -> Option<&[u8]> {
+            (y >= cy && y < cy + ch).then(|| &resized[(y - cy) * cw * 3..][..cw * 3])
+        };
+        match self.dst {
+            Dst::RgbU8 => out
+                .par_chunks_mut(side * 3)
+                .enumerate()
+                .for_each(|(y, row)| match content_row(y) {
+                    Some(src) => {
+                        row[..cx * 3].fill(PAD);
+                        row[cx * 3..(cx + cw) * 3].copy_from_slice(src);
+                        row[(cx + cw) * 3..].fill(PAD);
+                    }
+                    None => row.fill(PAD),
+                }),
+            Dst::PlanarF32 => {
+                let floats: &mut [f32] = bytemuck::cast_slice_mut(out);
+                floats
+                    .par_chunks_mut(side)
+                    .enumerate()
+                    .for_each(|(i, row)| {
+                        let (c, y) = (i / side, i % side);
+                        let pad = f32::from(PAD) / 255.0;
+                        match content_row(y) {
+                            Some(src) => {
+                                row[..cx].fill(pad);
+                                for (d, px) in row[cx..cx + cw].iter_mut().zip(src.chunks_exact(3))
+                                {
+                                    *d = f32::from(px[c]) / 255.0;
+                                }
+                                row[cx + cw..].fill(pad);
+                            }
+                            None => row.fill(pad),
+                        }
+                    });
+            }
+            Dst::PlanarI8 => out.par_chunks_mut(side).enumerate().for_each(|(i, row)| {
+                let (c, y) = (i / side, i % side);
+                match content_row(y) {
+                    Some(src) => {
+                        row[..cx].fill(PAD ^ 0x80);
+                        for (d, px) in row[cx..cx + cw].iter_mut().zip(src.chunks_exact(3)) {
+                            *d = px[c] ^ 0x80;
+                        }
+                        row[cx + cw..].fill(PAD ^ 0x80);
+                    }
+                    None => row.fill(PAD ^ 0x80),
+                }
+            }),
+        }
+    }
+}
+
+/// One copy of the source frame plus one fill of the destination, on the pool.
+fn floor(src: &[u8], copy: &mut [u8], dst: &mut [u8]) {
+    const CHUNK: usize = 64 * 1024;
+    copy.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+    dst.par_chunks_mut(CHUNK).for_each(|d| d.fill(PAD));
+    black_box((&copy, &dst));
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One workload's medians in µs: pinframe, the chain (if timed), the floor.
+fn time(w: &Workload, rounds: usize) -> (f64, Option<f64>, f64) {
+    let (sw, sh) = w.src_size;
+    let src_layout = ImageLayout::new(sw, sh, w.format)
+        .unwrap()
+        .with_colorimetry(Some(Colorimetry::BT601_LIMITED));
+    let src = noise(src_layout.required_len(0));
+    let dst_layout = w.dst.layout(w.side);
+    let mut out = vec![0f32; dst_layout.required_len(0).div_ceil(4)];
+    let options = ConvertOptions {
+        fit: Fit::Letterbox { pad: [PAD; 3] },
+        normalize: Normalize::IDENTITY,
+        ..Default::default()
+    };
+    let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let mut pinframe = |out: &mut [f32]| {
+        let bufs = [src.as_slice()];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let bytes = &mut bytes[..dst_layout.required_len(0)];
+        match w.dst {
+            Dst::RgbU8 => proc.convert_buffers(&bufs, &src_layout, bytes, &dst_layout, &options),
+            Dst::PlanarI8 => {
+                let ints: &mut [i8] = bytemuck::cast_slice_mut(bytes);
+                proc.convert_buffers(&bufs, &src_layout, ints, &dst_layout, &options)
+            }
+            Dst::PlanarF32 => {
+                let floats: &mut [f32] = bytemuck::cast_slice_mut(bytes);
+                proc.convert_buffers(&bufs, &src_layout, floats, &dst_layout, &options)
+            }
+        }
+        .unwrap()
+    };
+    let content = pinframe(&mut out).content;
+    let mut chain = w.chain.then(|| Chain::new(w, content));
+    let mut chain_out = vec![0u8; dst_layout.required_len(0)];
+    let mut copy = vec![0u8; src.len()];
+    let mut floor_out = vec![0u8; dst_layout.required_len(0)];
+    // Warm every contender (pools, tables, page faults) before timing.
+    if let Some(chain) = &mut chain {
+        chain.run(&src, &mut chain_out);
+    }
+    floor(&src, &mut copy, &mut floor_out);
+    let (mut ours, mut theirs, mut floors) = (Vec::new(), Vec::new(), Vec::new());
+    let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
+    for _ in 0..rounds {
+        let t = Instant::now();
+        black_box(pinframe(&mut out));
+        ours.push(us(t));
+        if let Some(chain) = &mut chain {
+            let t = Instant::now();
+            chain.run(&src, &mut chain_out);
+            black_box(&chain_out);
+            theirs.push(us(t));
+        }
+        let t = Instant::now();
+        floor(&src, &mut copy, &mut floor_out);
+        floors.push(us(t));
+    }
+    let theirs = (!theirs.is_empty()).then(|| median(&mut theirs));
+    (median(&mut ours), theirs, median(&mut floors))
+}
+
+/// Prints the floor table (markdown) for every workload whose name contains `filter`
+/// (ignoring case); one round unless `bench_mode`.
+pub fn print_table(filter: Option<&str>, bench_mode: bool) {
+    let rounds = if bench_mode {
+        std::env::var("PINFRAME_FLOOR_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(41usize)
+            .max(1)
+    } else {
+        1
+    };
+    let kernel = ImageProcessor::with_backend(Backend::Cpu)
+        .map(|p| p.cpu_kernel().to_string())
+        .unwrap_or_default();
+    println!(
+        "\nfloor table: {} threads, {kernel} kernel, wall-time medians of {rounds} interleaved rounds",
+        rayon::current_num_threads()
+    );
+    println!(
+        "| workload | pinframe µs | yuv + fast_image_resize µs | chain / pinframe | floor µs | pinframe / floor |"
+    );
+    println!("|---|--:|--:|--:|--:|--:|");
+    let mut reference: Option<f64> = None;
+    let mut w2: Option<f64> = None;
+    for w in workloads() {
+        if filter.is_some_and(|f| !w.name.to_lowercase().contains(&f.to_lowercase())) {
+            continue;
+        }
+        let (ours, theirs, floor) = time(&w, rounds);
+        let chain = theirs.map_or("—".to_string(), |t| format!("{t:.0}"));
+        let ratio = theirs.map_or("—".to_string(), |t| format!("{:.2}x", t / ours));
+        let mut name = w.name.clone();
+        if w.name.starts_with("W1 ") {
+            reference = Some(ours);
+        }
+        if w.name.starts_with("W2 ") {
+            w2 = Some(ours);
+        }
+        let versus = if w.name.ends_with("(vs W1)") {
+            reference
+        } else if w.name.ends_with("(vs W2)") {
+            w2
+        } else {
+            None
+        };
+        if let Some(r) = versus {
+            name = format!("{name}: {:.2}x", ours / r);
+        }
+        println!(
+            "| {name} | {ours:.0} | {chain} | {ratio} | {floor:.0} | {:.2} |",
+            ours / floor
+        );
+    }
+}
