@@ -2010,6 +2010,16 @@ impl PinframeConvert {
             .obj()
             .buffer_pool()
             .ok_or(gst::FlowError::NotNegotiated)?;
+        // The base class activates its pool on its first output buffer, which this mode
+        // never asks it for.
+        if !pool.is_active() && pool.set_active(true).is_err() {
+            gst::element_imp_error!(
+                self,
+                gst::ResourceError::Failed,
+                ["cannot activate the output pool"]
+            );
+            return Err(gst::FlowError::Error);
+        }
         let buffer = pool.acquire_buffer(None)?;
         Ok(PendingBatch {
             buffer,
