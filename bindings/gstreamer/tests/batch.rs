@@ -292,11 +292,11 @@ fn batch_size_four_of_ten_buffers_is_three_batches_the_last_partial_on_eos() {
         .build()
         .unwrap();
     let caps = info.to_caps().unwrap();
-    let pipeline = launch_bin(&format!(
+    let pipeline = launch_bin(
         "appsrc name=src format=time ! pinframeconvert name=conv backend=cpu batch-size=4 \
          pool-size=4 ! other/tensors,format=static,num_tensors=1,types=uint8 ! \
-         appsink name=sink sync=false"
-    ));
+         appsink name=sink sync=false",
+    );
     let src = app_src(&pipeline);
     src.set_caps(Some(&caps));
     let sink = app_sink(&pipeline);

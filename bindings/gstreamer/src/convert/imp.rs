@@ -1016,7 +1016,7 @@ impl PinframeConvert {
                 if !src_layout.format().is_compressed() {
                     let item_options = ConvertOptions {
                         crop: Some(roi.crop),
-                        ..options.clone()
+                        ..*options
                     };
                     if let Err(e) = Plan::new(&src_layout, &output.layout, &item_options) {
                         counters.skipped_rois += 1;
