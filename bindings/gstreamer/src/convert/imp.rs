@@ -88,6 +88,8 @@ struct Counters {
 /// are never held).
 struct PendingBatch {
     buffer: gst::Buffer,
+    /// The source pad's caps when the batch was begun (what its tensor is laid out as).
+    caps: Option<gst::Caps>,
     /// Slices of the batch.
     capacity: usize,
     /// What each converted slice holds, in slice order.
@@ -1944,6 +1946,16 @@ impl PinframeConvert {
                 self.obj().src_pad().push(buffer)?;
             }
         }
+        if let Some(p) = pending.take_if(|p| p.caps != self.obj().src_pad().current_caps()) {
+            // Downstream renegotiated (a reconfigure, without new input caps) under a
+            // partial batch laid out for the old caps: it cannot go out under the new ones.
+            gst::warning!(
+                CAT,
+                imp = self,
+                "dropped a partial batch of {} frames: the output caps changed",
+                p.slices.len()
+            );
+        }
         let mut pending = match pending {
             Some(p) => p,
             None => self.new_batch(slices)?,
@@ -2023,6 +2035,7 @@ impl PinframeConvert {
         let buffer = pool.acquire_buffer(None)?;
         Ok(PendingBatch {
             buffer,
+            caps: self.obj().src_pad().current_caps(),
             capacity: slices,
             slices: Vec::with_capacity(slices),
             deadline: None,
