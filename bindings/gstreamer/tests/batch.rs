@@ -121,8 +121,24 @@ const LETTERBOX_PROPS: &str =
 /// library's conversion of that crop; other types are ignored, a ROI outside the frame is
 /// skipped, a fifth and sixth are dropped, a buffer without one is dropped; all counted.
 #[test]
-fn rois_of_each_buffer_become_one_batch_equal_to_the_library() {
+fn rois_of_each_buffer_become_one_batch_equal_to_the_library_on_the_cpu() {
     init();
+    rois_batch(ImageProcessor::with_backend(Backend::Cpu).unwrap());
+}
+
+/// The same on GL (llvmpipe here): each slice equals GL's own single conversion.
+#[test]
+fn rois_of_each_buffer_become_one_batch_equal_to_the_library_on_gl() {
+    init();
+    let Some(gl) = gl_or_skip("rois_of_each_buffer_become_one_batch_equal_to_the_library_on_gl")
+    else {
+        return;
+    };
+    rois_batch(gl);
+}
+
+fn rois_batch(mut reference: ImageProcessor) {
+    let backend = reference.backend().name();
     let (w, h) = (160u32, 120u32);
     let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Nv12, w, h)
         .fps(gst::Fraction::new(30, 1))
@@ -130,7 +146,7 @@ fn rois_of_each_buffer_become_one_batch_equal_to_the_library() {
         .unwrap();
     let caps = info.to_caps().unwrap();
     let pipeline = launch_bin(&format!(
-        "appsrc name=src format=time ! pinframeconvert name=conv backend=cpu rois=true \
+        "appsrc name=src format=time ! pinframeconvert name=conv backend={backend} rois=true \
          roi-type=face batch-size=4 pool-size=2 {LETTERBOX_PROPS} ! \
          other/tensors,format=static,num_tensors=1,types=float32,dimensions=32:24:3:4 ! \
          appsink name=sink sync=false"
@@ -141,7 +157,6 @@ fn rois_of_each_buffer_become_one_batch_equal_to_the_library() {
     let conv = pipeline.by_name("conv").unwrap();
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing).unwrap();
-    let mut reference = ImageProcessor::with_backend(Backend::Cpu).unwrap();
     let slice = ImageLayout::tight(32, 24, PixelFormat::PlanarRgb, DType::F32).unwrap();
 
     // (buffer, the crops expected in its slices with their ROI ids)
@@ -255,6 +270,7 @@ fn rois_of_each_buffer_become_one_batch_equal_to_the_library() {
     assert!(log.errors.is_empty(), "{:?}", log.errors);
     let stats = conv.property::<gst::Structure>("stats");
     pipeline.set_state(gst::State::Null).unwrap();
+    assert_eq!(stats.get::<&str>("backend").unwrap(), backend, "{stats}");
     let count = |f: &str| stats.get::<u64>(f).unwrap();
     assert_eq!(count("rois"), 4 + 4 + 2, "{stats}");
     assert_eq!(count("dropped-rois"), 2 + 2, "{stats}");
@@ -284,19 +300,36 @@ fn library_frames(
 /// slice equals the library's conversion of its frame; the caps (fixed by the element)
 /// carry the batch as the outermost dimension.
 #[test]
-fn batch_size_four_of_ten_buffers_is_three_batches_the_last_partial_on_eos() {
+fn batch_size_four_of_ten_buffers_is_three_batches_the_last_partial_on_eos_on_the_cpu() {
     init();
+    frames_batch(ImageProcessor::with_backend(Backend::Cpu).unwrap());
+}
+
+/// The same on GL (llvmpipe here): each slice equals GL's own single conversion.
+#[test]
+fn batch_size_four_of_ten_buffers_is_three_batches_the_last_partial_on_eos_on_gl() {
+    init();
+    let Some(gl) =
+        gl_or_skip("batch_size_four_of_ten_buffers_is_three_batches_the_last_partial_on_eos_on_gl")
+    else {
+        return;
+    };
+    frames_batch(gl);
+}
+
+fn frames_batch(mut reference: ImageProcessor) {
+    let backend = reference.backend().name();
     let (w, h) = (96u32, 64u32);
     let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Yuy2, w, h)
         .fps(gst::Fraction::new(30, 1))
         .build()
         .unwrap();
     let caps = info.to_caps().unwrap();
-    let pipeline = launch_bin(
-        "appsrc name=src format=time ! pinframeconvert name=conv backend=cpu batch-size=4 \
+    let pipeline = launch_bin(&format!(
+        "appsrc name=src format=time ! pinframeconvert name=conv backend={backend} batch-size=4 \
          pool-size=4 ! other/tensors,format=static,num_tensors=1,types=uint8 ! \
-         appsink name=sink sync=false",
-    );
+         appsink name=sink sync=false"
+    ));
     let src = app_src(&pipeline);
     src.set_caps(Some(&caps));
     let sink = app_sink(&pipeline);
@@ -332,7 +365,6 @@ fn batch_size_four_of_ten_buffers_is_three_batches_the_last_partial_on_eos() {
         "a batch of 4 frames at 30/s"
     );
     let slice = ImageLayout::tight(w, h, PixelFormat::Rgb, DType::U8).unwrap();
-    let mut reference = ImageProcessor::with_backend(Backend::Cpu).unwrap();
     let want = library_frames(
         &mut reference,
         &frames,
@@ -380,6 +412,7 @@ fn batch_size_four_of_ten_buffers_is_three_batches_the_last_partial_on_eos() {
             );
         }
     }
+    assert_eq!(stats.get::<&str>("backend").unwrap(), backend, "{stats}");
     let count = |f: &str| stats.get::<u64>(f).unwrap();
     assert_eq!(count("frames"), 10, "{stats}");
     assert_eq!(count("batches"), 3, "{stats}");
