@@ -615,3 +615,76 @@ fn batch_property_combinations_are_refused_with_a_message() {
         assert!(!all.contains("panicked"), "{desc}: {all}");
     }
 }
+
+/// A flush (a seek) drops the pending batch: the frames after it start a new batch at
+/// slice 0, and nothing of the flushed frames is pushed.
+#[test]
+fn a_flush_drops_the_pending_batch() {
+    init();
+    let (w, h) = (64u32, 48u32);
+    let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Nv12, w, h)
+        .fps(gst::Fraction::new(30, 1))
+        .build()
+        .unwrap();
+    let caps = info.to_caps().unwrap();
+    let pipeline = launch_bin(
+        "appsrc name=src format=time ! pinframeconvert name=conv backend=cpu batch-size=3 \
+         ! other/tensors,format=static,num_tensors=1,types=uint8,dimensions=3:16:16:3 ! \
+         appsink name=sink sync=false",
+    );
+    let src = app_src(&pipeline);
+    src.set_caps(Some(&caps));
+    let sink = app_sink(&pipeline);
+    let conv = pipeline.by_name("conv").unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    for i in 0..2 {
+        src.push_buffer(frame(&info, i, i as u64 * 33)).unwrap();
+    }
+    // Let the streaming thread convert both into the pending batch.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while conv
+        .property::<gst::Structure>("stats")
+        .get::<u64>("frames")
+        .unwrap_or(0)
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the two frames were not converted"
+        );
+        settle();
+    }
+    let sinkpad = conv.static_pad("sink").unwrap();
+    assert!(sinkpad.send_event(gst::event::FlushStart::new()));
+    assert!(sinkpad.send_event(gst::event::FlushStop::new(true)));
+    assert!(
+        sinkpad.send_event(gst::event::Segment::new(&gst::FormattedSegment::<
+            gst::ClockTime,
+        >::new()))
+    );
+    let after: Vec<gst::Buffer> = (0..3)
+        .map(|i| frame(&info, 10 + i, 1000 + i as u64 * 33))
+        .collect();
+    for f in &after {
+        sinkpad.chain(f.clone()).unwrap();
+    }
+    let sample = sink
+        .try_pull_sample(gst::ClockTime::from_seconds(20))
+        .expect("a batch of the frames after the flush");
+    let metas = slice_metas(sample.buffer().unwrap());
+    let pts: Vec<u64> = metas
+        .iter()
+        .map(|m| m.get::<u64>("source-pts").unwrap())
+        .collect();
+    let want: Vec<u64> = after.iter().map(|f| f.pts().unwrap().nseconds()).collect();
+    assert_eq!(pts, want, "the batch holds only the frames after the flush");
+    drop(sample);
+    let stats = conv.property::<gst::Structure>("stats");
+    assert_eq!(stats.get::<u64>("batches").unwrap(), 1, "{stats}");
+    assert!(
+        sink.try_pull_sample(gst::ClockTime::from_mseconds(300))
+            .is_none(),
+        "nothing else"
+    );
+    pipeline.set_state(gst::State::Null).unwrap();
+}
