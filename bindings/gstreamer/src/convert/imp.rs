@@ -2004,7 +2004,10 @@ impl PinframeConvert {
             };
         }
         if index == 0 {
-            pending.deadline = lock(&self.settings).batch_timeout().map(|t| arrived + t);
+            // A deadline past what the clock can hold is no deadline.
+            pending.deadline = lock(&self.settings)
+                .batch_timeout()
+                .and_then(|t| arrived.checked_add(t));
         }
         self.keep_pending(pending);
         Ok(GenerateOutputSuccess::NoOutput)
