@@ -1010,9 +1010,8 @@ impl PinframeConvert {
         })?;
         self.with_source(inbuf, input, counters, |src, counters| {
             let src_layout = src.layout()?;
-            // A crop the conversion cannot take (a Bayer crop off its 2x2 tiles, one too
-            // small to subsample) is one skipped region, not a failed frame: each is
-            // planned before the batch is.
+            // A crop the conversion's plan refuses is one skipped region, not a failed
+            // frame: each is planned on its own before the batch is.
             let mut rois = Vec::with_capacity(candidates.len());
             for roi in candidates {
                 if !src_layout.format().is_compressed() {
