@@ -87,6 +87,67 @@ pub(crate) fn allocate(layout: &ImageLayout, place: &Placement) -> pinframe::Res
     Ok(t)
 }
 
+/// A batch tensor of `count` slices laid out as `slice` (tight, what NNStreamer's
+/// static tensors are) for one pool buffer: `Tensor::image_batch` as a dma-buf through the
+/// library's default route when the placement allows it and its slices come out tight
+/// (rows that are a whole number of its DMA row alignment), else memfds.
+pub(crate) fn allocate_batch(
+    slice: &ImageLayout,
+    count: usize,
+    place: &Placement,
+) -> pinframe::Result<AnyTensor> {
+    fn typed<T: Element>(
+        slice: &ImageLayout,
+        count: usize,
+        place: &Placement,
+    ) -> pinframe::Result<Tensor<T>> {
+        let make = |memory: Memory| {
+            Tensor::<T>::image_batch(count, slice.width(), slice.height(), slice.format(), memory)
+        };
+        match &place.memory {
+            MemoryChoice::Dma(_) => Err(pinframe::Error::InvalidArgument(
+                "batch tensors take dma-route=auto or system".into(),
+            )),
+            MemoryChoice::System => make(Memory::Shm),
+            MemoryChoice::Auto => match make(Memory::Dma) {
+                Ok(t) if t.layout() == Some(slice) => Ok(t),
+                Ok(_) => {
+                    log::debug!(
+                        "pinframeconvert: a dma-buf batch pads its rows; batch buffers are memfds"
+                    );
+                    make(Memory::Shm)
+                }
+                Err(e) => {
+                    log::debug!(
+                        "pinframeconvert: no dma-buf batch ({e}); batch buffers are memfds"
+                    );
+                    make(Memory::Shm)
+                }
+            },
+        }
+    }
+    let t = match slice.dtype() {
+        DType::U8 => AnyTensor::U8(typed(slice, count, place)?),
+        DType::I8 => AnyTensor::I8(typed(slice, count, place)?),
+        DType::F16 => AnyTensor::F16(typed(slice, count, place)?),
+        DType::F32 => AnyTensor::F32(typed(slice, count, place)?),
+        other => {
+            return Err(pinframe::Error::Unsupported(format!(
+                "pinframeconvert writes u8, i8, f16 or f32, not {other}"
+            )));
+        }
+    };
+    let slice_layout = with_tensor!(&t, t => t.layout().copied());
+    if slice_layout.as_ref() != Some(slice) {
+        return Err(pinframe::Error::InvalidLayout(format!(
+            "a batch tensor's slices are laid out as {slice_layout:?}, the caps need {slice:?}"
+        )));
+    }
+    let bytes = with_tensor!(&t, t => t.slice_bytes() * t.batch_len());
+    place.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
+    Ok(t)
+}
+
 fn allocate_any(layout: &ImageLayout, place: &Placement) -> pinframe::Result<AnyTensor> {
     Ok(match layout.dtype() {
         DType::U8 => AnyTensor::U8(allocate_typed(layout, place)?),

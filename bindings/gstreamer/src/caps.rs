@@ -477,26 +477,39 @@ pub(crate) enum OutputKind {
 #[derive(Clone, Debug)]
 pub(crate) struct OutputSpec {
     pub(crate) kind: OutputKind,
-    /// Format, size, element type, planes (GStreamer's strides for video, tight for tensors).
+    /// Format, size, element type, planes (GStreamer's strides for video, tight for
+    /// tensors) of one image: of each slice of a batch.
     pub(crate) layout: ImageLayout,
-    /// Bytes of one output buffer.
+    /// Images in each output buffer (NNStreamer's outermost dimension; 1 for video).
+    pub(crate) batch: usize,
+    /// Bytes of one output buffer (every slice of a batch).
     pub(crate) size: usize,
 }
 
 impl OutputSpec {
     /// Reads output caps. `layout` and `dtype` are the element's properties (`None` =
-    /// from the caps).
+    /// from the caps); `batch` the images each output buffer holds (the `batch-size`
+    /// property in a batch mode, else 1), which tensor caps must carry as their
+    /// outermost dimension.
     pub(crate) fn from_caps(
         caps: &gst::CapsRef,
         layout: Option<PixelFormat>,
         dtype: Option<DType>,
+        batch: usize,
     ) -> Result<OutputSpec, String> {
         let s = caps
             .structure(0)
             .ok_or_else(|| "empty output caps".to_string())?;
         let features = caps.features(0);
         if s.name() == TENSORS {
-            return Self::tensor(s, layout, dtype);
+            return Self::tensor(s, layout, dtype, batch);
+        }
+        if batch > 1 {
+            return Err(format!(
+                "a batch of {batch} images needs {TENSORS} output (NNStreamer dimensions C:W:H:{batch} \
+                 or W:H:3:{batch}); {} carries one image",
+                s.name()
+            ));
         }
         let info = gst_video::VideoInfo::from_caps(caps)
             .map_err(|_| format!("output caps {caps} are neither raw video nor {TENSORS}"))?;
@@ -532,6 +545,7 @@ impl OutputSpec {
                 .map_err(|e| e.to_string())?;
         Ok(OutputSpec {
             size: info.size(),
+            batch: 1,
             kind: OutputKind::Video {
                 dmabuf: features.is_some_and(is_dmabuf_features),
             },
@@ -543,6 +557,7 @@ impl OutputSpec {
         s: &gst::StructureRef,
         layout: Option<PixelFormat>,
         dtype: Option<DType>,
+        batch: usize,
     ) -> Result<OutputSpec, String> {
         if let Ok(n) = s.get::<i32>("num_tensors")
             && n != 1
@@ -580,13 +595,32 @@ impl OutputSpec {
             .get::<&str>("dimensions")
             .map_err(|_| "tensor caps without a fixed dimensions field".to_string())?;
         let dims = parse_dimensions(dimensions)?;
+        let caps_batch = batch_of_dimensions(&dims)?;
+        if caps_batch as usize != batch {
+            return Err(if batch == 1 {
+                format!(
+                    "tensor dimensions {dimensions} hold a batch of {caps_batch}: set batch-size={caps_batch} \
+                     (with rois=true for regions of one frame, else for consecutive frames)"
+                )
+            } else {
+                format!(
+                    "tensor dimensions {dimensions} hold a batch of {caps_batch} but batch-size is {batch} \
+                     (the outermost dimension is the batch)"
+                )
+            });
+        }
         let (format, width, height) = image_of_dimensions(&dims, layout)?;
         let image =
             ImageLayout::tight(width, height, format, caps_dtype).map_err(|e| e.to_string())?;
-        let size = image.required_len(0);
+        let size = image
+            .required_len(0)
+            .checked_mul(batch)
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| format!("a batch of {batch} tensors of {dimensions} overflows"))?;
         Ok(OutputSpec {
             kind: OutputKind::Tensor,
             layout: image,
+            batch,
             size,
         })
     }
@@ -605,25 +639,36 @@ pub(crate) fn parse_dimensions(s: &str) -> Result<Vec<u32>, String> {
     Ok(dims)
 }
 
+fn dimensions_text(dims: &[u32]) -> String {
+    dims.iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The batch of a tensor of `dims`: its fourth dimension (`C:W:H:N`, `W:H:3:N`; 1 when
+/// absent); every dimension beyond it must be 1.
+pub(crate) fn batch_of_dimensions(dims: &[u32]) -> Result<u32, String> {
+    if dims.len() > 4 && dims[4..].iter().any(|&d| d != 1) {
+        return Err(format!(
+            "tensor dimensions {}: pinframeconvert writes images (C:W:H or W:H:3) and a batch \
+             (the fourth dimension); every dimension beyond must be 1",
+            dimensions_text(dims)
+        ));
+    }
+    Ok(dims.get(3).copied().unwrap_or(1))
+}
+
 /// The image a tensor of `dims` holds: channels innermost (`C:W:H`, C = 1, 3 or 4) is a
-/// packed image (grey, RGB, RGBA), `W:H:3` a planar one; every outer dimension (the
-/// batch) must be 1. `layout` (the property) picks the channel order, and which of the
-/// two readings when both fit.
+/// packed image (grey, RGB, RGBA), `W:H:3` a planar one; the dimensions beyond are the
+/// batch ([`batch_of_dimensions`]). `layout` (the property) picks the channel order, and
+/// which of the two readings when both fit.
 pub(crate) fn image_of_dimensions(
     dims: &[u32],
     layout: Option<PixelFormat>,
 ) -> Result<(PixelFormat, u32, u32), String> {
     let at = |i: usize| dims.get(i).copied().unwrap_or(1);
-    let text = dims
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join(":");
-    if dims.len() > 3 && dims[3..].iter().any(|&d| d != 1) {
-        return Err(format!(
-            "tensor dimensions {text}: pinframeconvert writes one image (batch 1)"
-        ));
-    }
+    let text = dimensions_text(dims);
     let packed = |c: u32| match c {
         1 => Some(PixelFormat::Grey),
         3 => Some(PixelFormat::Rgb),
@@ -669,12 +714,18 @@ pub(crate) fn image_of_dimensions(
     Ok((fmt, w, h))
 }
 
-/// NNStreamer's dimensions of an image tensor of `format`, `width` x `height`, batch 1.
-pub(crate) fn dimensions_of_image(format: PixelFormat, width: u32, height: u32) -> String {
+/// NNStreamer's dimensions of a batch of `batch` image tensors of `format`, `width` x
+/// `height` (innermost first, the batch outermost).
+pub(crate) fn dimensions_of_image(
+    format: PixelFormat,
+    width: u32,
+    height: u32,
+    batch: usize,
+) -> String {
     if format.plane_count() == 3 && !format.is_yuv() {
-        format!("{width}:{height}:3:1")
+        format!("{width}:{height}:3:{batch}")
     } else {
-        format!("{}:{width}:{height}:1", format.channels())
+        format!("{}:{width}:{height}:{batch}", format.channels())
     }
 }
 
@@ -780,8 +831,15 @@ mod tests {
             image_of_dimensions(&d, None).unwrap(),
             (PixelFormat::Grey, 32, 16)
         );
-        let e = image_of_dimensions(&parse_dimensions("3:8:8:2").unwrap(), None).unwrap_err();
-        assert!(e.contains("batch 1"), "{e}");
+        // The fourth dimension is the batch, beyond it only 1s.
+        let d = parse_dimensions("3:8:8:2").unwrap();
+        assert_eq!(batch_of_dimensions(&d).unwrap(), 2);
+        assert_eq!(
+            batch_of_dimensions(&parse_dimensions("8:8:3").unwrap()).unwrap(),
+            1
+        );
+        let e = batch_of_dimensions(&parse_dimensions("3:8:8:2:2").unwrap()).unwrap_err();
+        assert!(e.contains("beyond must be 1"), "{e}");
         let e = image_of_dimensions(&parse_dimensions("5:8:8").unwrap(), None).unwrap_err();
         assert!(e.contains("neither"), "{e}");
         let e = image_of_dimensions(&parse_dimensions("3:8:8").unwrap(), Some(PixelFormat::Rgba))
@@ -794,10 +852,42 @@ mod tests {
     #[test]
     fn dimensions_round_trip() {
         for f in Backend::Auto.destination_formats() {
-            let s = dimensions_of_image(*f, 33, 17);
-            let (g, w, h) = image_of_dimensions(&parse_dimensions(&s).unwrap(), Some(*f)).unwrap();
-            assert_eq!((g, w, h), (*f, 33, 17), "{s}");
+            for batch in [1, 4] {
+                let s = dimensions_of_image(*f, 33, 17, batch);
+                let dims = parse_dimensions(&s).unwrap();
+                let (g, w, h) = image_of_dimensions(&dims, Some(*f)).unwrap();
+                assert_eq!((g, w, h), (*f, 33, 17), "{s}");
+                assert_eq!(batch_of_dimensions(&dims).unwrap() as usize, batch, "{s}");
+            }
         }
+    }
+
+    #[test]
+    fn tensor_caps_carry_the_batch() {
+        gst::init().unwrap();
+        let caps = |dims: &str| {
+            gst::Caps::builder(TENSORS)
+                .field("format", "static")
+                .field("num_tensors", 1i32)
+                .field("types", "float32")
+                .field("dimensions", dims)
+                .build()
+        };
+        let o = OutputSpec::from_caps(&caps("224:224:3:4"), None, None, 4).unwrap();
+        assert_eq!(o.batch, 4);
+        assert_eq!(o.size, 4 * 3 * 224 * 224 * 4);
+        assert_eq!(o.layout.format(), PixelFormat::PlanarRgb);
+        let e = OutputSpec::from_caps(&caps("224:224:3:4"), None, None, 1).unwrap_err();
+        assert!(e.contains("set batch-size=4"), "{e}");
+        let e = OutputSpec::from_caps(&caps("3:64:64:1"), None, None, 8).unwrap_err();
+        assert!(e.contains("batch-size is 8"), "{e}");
+        let video = gst::Caps::builder(VIDEO)
+            .field("format", "RGB")
+            .field("width", 8i32)
+            .field("height", 8i32)
+            .build();
+        let e = OutputSpec::from_caps(&video, None, None, 2).unwrap_err();
+        assert!(e.contains("needs other/tensors"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //! pinframe tensors (dma-bufs where the platform allocates them), and each output buffer
 //! carries the conversion's geometry as a `PinframeConvertMeta` (see [`META_NAME`]).
 //!
+//! Two batch modes write NNStreamer batch tensors (`C:W:H:N`, `W:H:3:N`): `rois=true`
+//! converts the buffer's `GstVideoRegionOfInterestMeta` rectangles into the slices of one
+//! tensor, `batch-size=N` converts `N` consecutive buffers into one (pushed when full, on
+//! EOS or new caps, or after `batch-timeout`); each slice carries its own meta.
+//!
 //! Load it with `GST_PLUGIN_PATH=<target dir>/release` (it is `libgstpinframe.so`); see the
 //! README's "GStreamer" section for the caps, the properties and example pipelines.
 

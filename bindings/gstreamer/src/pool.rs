@@ -23,8 +23,11 @@ use crate::buffers::{self, Allocators, AnyTensor, Placement, SourceImports};
 /// What a pool's buffers hold.
 #[derive(Clone, Debug)]
 pub(crate) struct PoolSpec {
-    /// Each buffer's tensor layout (one buffer).
+    /// Each buffer's tensor layout (one buffer): of each slice of a batch.
     pub(crate) layout: ImageLayout,
+    /// Images in each buffer: more than 1 makes each buffer one batch tensor
+    /// (`Tensor::image_batch`).
+    pub(crate) batch: usize,
     /// Bytes of each GStreamer buffer (the frame or tensor size).
     pub(crate) size: usize,
     pub(crate) placement: Placement,
@@ -110,8 +113,12 @@ mod imp {
     }
 
     fn make_buffer(spec: &PoolSpec, allocators: &Allocators) -> Result<gst::Buffer, String> {
-        let tensor = buffers::allocate(&spec.layout, &spec.placement)
-            .map_err(|e| format!("cannot allocate a pool buffer: {e}"))?;
+        let tensor = if spec.batch > 1 {
+            buffers::allocate_batch(&spec.layout, spec.batch, &spec.placement)
+        } else {
+            buffers::allocate(&spec.layout, &spec.placement)
+        }
+        .map_err(|e| format!("cannot allocate a pool buffer: {e}"))?;
         let memory = allocators.wrap(&tensor, spec.size)?;
         let mut buffer = gst::Buffer::new();
         {

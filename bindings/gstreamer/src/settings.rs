@@ -343,6 +343,51 @@ pub(crate) struct Settings {
     pub(crate) layout: LayoutChoice,
     pub(crate) memory: MemoryChoice,
     pub(crate) pool_size: u32,
+    /// `rois`: convert the buffer's `GstVideoRegionOfInterestMeta`s, not the frame.
+    pub(crate) rois: bool,
+    /// `roi-type`: only ROIs of this type (empty: every type).
+    pub(crate) roi_type: String,
+    /// `batch-size`: slices of each output tensor.
+    pub(crate) batch_size: u32,
+    /// `batch-timeout`: microseconds a partial batch waits for more frames (-1: forever).
+    pub(crate) batch_timeout_us: i64,
+}
+
+/// Most slices a batch may have (`batch-size`).
+pub(crate) const MAX_BATCH_SIZE: u32 = 1024;
+
+/// What each output buffer holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum BatchMode {
+    /// One converted frame (batch 1): the element's original mode.
+    Single,
+    /// Up to `slices` regions of interest of one frame, one slice each.
+    Rois {
+        /// Slices of each output tensor.
+        slices: usize,
+        /// Only ROIs of this type (`None`: all).
+        roi_type: Option<String>,
+    },
+    /// `slices` consecutive frames, one slice each.
+    Frames {
+        /// Slices of each output tensor.
+        slices: usize,
+    },
+}
+
+impl BatchMode {
+    /// Slices of each output buffer (1 for a single frame).
+    pub(crate) fn slices(&self) -> usize {
+        match self {
+            BatchMode::Single => 1,
+            BatchMode::Rois { slices, .. } | BatchMode::Frames { slices } => *slices,
+        }
+    }
+
+    /// Whether each output is a batch tensor (its caps must be `other/tensors`).
+    pub(crate) fn is_batch(&self) -> bool {
+        !matches!(self, BatchMode::Single)
+    }
 }
 
 /// Default number of output buffers.
@@ -371,11 +416,65 @@ impl Default for Settings {
             layout: LayoutChoice::Auto,
             memory: MemoryChoice::Auto,
             pool_size: DEFAULT_POOL_SIZE,
+            rois: false,
+            roi_type: String::new(),
+            batch_size: 1,
+            batch_timeout_us: -1,
         }
     }
 }
 
 impl Settings {
+    /// The batch mode the properties ask for, or why they do not fit together.
+    pub(crate) fn batch_mode(&self) -> Result<BatchMode, String> {
+        let roi_type = self.roi_type.trim();
+        if !self.rois && !roi_type.is_empty() {
+            return Err(format!(
+                "roi-type={roi_type:?} needs rois=true (it picks which regions of interest to convert)"
+            ));
+        }
+        if self.rois && self.crop.is_some() {
+            return Err(
+                "crop and rois=true do not go together: with rois=true each region of interest is the crop"
+                    .into(),
+            );
+        }
+        if !(1..=MAX_BATCH_SIZE).contains(&self.batch_size) {
+            return Err(format!(
+                "batch-size={} is outside 1..={MAX_BATCH_SIZE}",
+                self.batch_size
+            ));
+        }
+        let slices = self.batch_size as usize;
+        let mode = if self.rois {
+            BatchMode::Rois {
+                slices,
+                roi_type: (!roi_type.is_empty()).then(|| roi_type.to_string()),
+            }
+        } else if slices > 1 {
+            BatchMode::Frames { slices }
+        } else {
+            BatchMode::Single
+        };
+        if mode.is_batch() && matches!(self.memory, MemoryChoice::Dma(_)) {
+            return Err(format!(
+                "dma-route={} with a batch (rois=true or batch-size > 1): batch tensors are \
+                 allocated as a dma-buf through the library's default route (dma-route=auto) \
+                 or as memfds (dma-route=system)",
+                self.memory.to_text()
+            ));
+        }
+        Ok(mode)
+    }
+
+    /// How long a partial batch waits for more frames (`None`: until it is full, EOS or
+    /// new caps).
+    pub(crate) fn batch_timeout(&self) -> Option<std::time::Duration> {
+        u64::try_from(self.batch_timeout_us)
+            .ok()
+            .map(std::time::Duration::from_micros)
+    }
+
     /// The conversion options for a source of `height` lines whose caps say `known`.
     pub(crate) fn options(&self, known: Option<Colorimetry>, height: u32) -> ConvertOptions {
         let matrix = match self.matrix {
@@ -660,6 +759,59 @@ mod tests {
         assert_eq!(quantize_text(q), "0.0078125,128");
         assert_eq!(parse_quantize("").unwrap(), None);
         assert!(parse_quantize("0.5").is_err());
+    }
+
+    #[test]
+    fn batch_properties_make_a_mode_or_say_why_not() {
+        let s = Settings::default();
+        assert_eq!(s.batch_mode().unwrap(), BatchMode::Single);
+        assert_eq!(s.batch_timeout(), None);
+        let s = Settings {
+            batch_size: 4,
+            batch_timeout_us: 200_000,
+            ..Default::default()
+        };
+        assert_eq!(s.batch_mode().unwrap(), BatchMode::Frames { slices: 4 });
+        assert_eq!(
+            s.batch_timeout(),
+            Some(std::time::Duration::from_millis(200))
+        );
+        let s = Settings {
+            rois: true,
+            roi_type: " face ".into(),
+            batch_size: 8,
+            ..Default::default()
+        };
+        assert_eq!(
+            s.batch_mode().unwrap(),
+            BatchMode::Rois {
+                slices: 8,
+                roi_type: Some("face".into())
+            }
+        );
+        let e = Settings {
+            roi_type: "face".into(),
+            ..Default::default()
+        }
+        .batch_mode()
+        .unwrap_err();
+        assert!(e.contains("needs rois=true"), "{e}");
+        let e = Settings {
+            rois: true,
+            crop: Some(Crop::new(0, 0, 8, 8)),
+            ..Default::default()
+        }
+        .batch_mode()
+        .unwrap_err();
+        assert!(e.contains("crop and rois=true"), "{e}");
+        let e = Settings {
+            batch_size: 2,
+            memory: MemoryChoice::Dma(DmaRoute::Udmabuf),
+            ..Default::default()
+        }
+        .batch_mode()
+        .unwrap_err();
+        assert!(e.contains("dma-route=udmabuf"), "{e}");
     }
 
     #[test]

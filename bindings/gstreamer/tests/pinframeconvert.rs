@@ -447,6 +447,11 @@ fn gst_inspect_lists_the_element_caps_and_properties() {
         "layout",
         "dma-route",
         "pool-size",
+        "rois",
+        "roi-type",
+        "batch-size",
+        "batch-timeout",
+        "dropped-rois",
         "stats",
     ] {
         assert!(

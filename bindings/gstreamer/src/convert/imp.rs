@@ -1,28 +1,33 @@
-//! The element's implementation: properties, negotiation, allocation, and one conversion
-//! per buffer.
+//! The element's implementation: properties, negotiation, allocation, and the
+//! conversions: one per buffer, the regions of interest of a buffer into one batch
+//! (`rois=true`), or consecutive buffers into one batch (`batch-size`).
 
 use std::os::fd::BorrowedFd;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::time::Instant;
 
 use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
+use gst_base::prelude::*;
+use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_base::subclass::prelude::*;
 use gst_video::VideoFrameExt;
 use pinframe::convert::Plan;
 use pinframe::{
-    ConvertInfo, ConvertOptions, DType, Element, ErrorKind, ImageLayout, ImageProcessor,
-    PixelFormat, Plane, Tensor,
+    BatchItem, ConvertInfo, ConvertOptions, Crop, DType, Element, ErrorKind, ImageLayout,
+    ImageProcessor, PixelFormat, Plane, Tensor,
 };
 
 use crate::CAT;
-use crate::buffers::{self, Placement, SourceImports, with_tensor};
+use crate::buffers::{self, AnyTensor, Placement, SourceImports, with_tensor};
 use crate::caps::{self, InputSpec, OutputKind, OutputSpec};
-use crate::meta;
+use crate::meta::{self, RoiMeta, SliceMeta};
 use crate::pool::{PoolSpec, TensorPool};
 use crate::settings::{
-    self, BackendChoice, DtypeChoice, FitChoice, FlipChoice, GammaChoice, InterpolationChoice,
-    LayoutChoice, MatrixChoice, MemoryChoice, RangeChoice, RotationChoice, Settings,
+    self, BackendChoice, BatchMode, DtypeChoice, FitChoice, FlipChoice, GammaChoice,
+    InterpolationChoice, LayoutChoice, MatrixChoice, MemoryChoice, RangeChoice, RotationChoice,
+    Settings,
 };
 
 /// Buffers a proposed upstream pool starts with (upstream sets its own count).
@@ -32,6 +37,8 @@ const PROPOSED_POOL_MIN: u32 = 2;
 struct Negotiated {
     input: InputSpec,
     output: OutputSpec,
+    /// What each output buffer holds (the properties when the caps were set).
+    mode: BatchMode,
 }
 
 /// Counters of what the element (not the library) did.
@@ -57,6 +64,86 @@ struct Counters {
     probe_allocations: u64,
     /// Bytes those probes allocated.
     probe_bytes: u64,
+    /// Batch buffers pushed (`rois=true` or `batch-size` > 1).
+    batches: u64,
+    /// Batch buffers pushed with fewer converted slices than the batch holds (EOS, new
+    /// caps or a new segment, the timeout; with `rois=true`, fewer ROIs than slices).
+    partial_batches: u64,
+    /// Partial batches pushed because `batch-timeout` passed.
+    batch_timeouts: u64,
+    /// Regions of interest converted into a slice.
+    rois: u64,
+    /// Regions of interest skipped: outside the frame, empty, or a crop the conversion
+    /// cannot take (each logged).
+    skipped_rois: u64,
+    /// Regions of interest past the batch's last slice (the first `batch-size` of a
+    /// buffer are converted, in the buffer's meta order).
+    dropped_rois: u64,
+    /// Buffers without a region of interest to convert (dropped, `rois=true`).
+    frames_without_rois: u64,
+}
+
+/// A batch being filled with consecutive frames (`batch-size` mode): an output buffer of
+/// the pool, each frame converted into its next slice as it arrives (upstream buffers
+/// are never held).
+struct PendingBatch {
+    buffer: gst::Buffer,
+    /// The source pad's caps when the batch was begun (what its tensor is laid out as).
+    caps: Option<gst::Caps>,
+    /// Slices of the batch.
+    capacity: usize,
+    /// What each converted slice holds, in slice order.
+    slices: Vec<FilledSlice>,
+    /// When the batch goes out unfilled (`batch-timeout` after its first frame).
+    deadline: Option<Instant>,
+}
+
+/// One frame converted into a slice of a [`PendingBatch`].
+struct FilledSlice {
+    info: ConvertInfo,
+    pts: Option<gst::ClockTime>,
+    dts: Option<gst::ClockTime>,
+    duration: Option<gst::ClockTime>,
+    source_width: u32,
+    source_height: u32,
+}
+
+impl PendingBatch {
+    fn due(&self, now: Instant) -> bool {
+        self.deadline.is_some_and(|d| d <= now)
+    }
+}
+
+/// Why a batch went out.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum BatchEnd {
+    /// Every slice converted.
+    Full,
+    /// `batch-timeout` passed.
+    Timeout,
+    /// A stream event (EOS, new caps, a new segment or stream) came before it filled.
+    Event,
+}
+
+/// The pending batch and the timer that pushes it when `batch-timeout` passes. The
+/// pending batch is taken only by a thread holding the sink pad's stream lock (the
+/// streaming thread in `generate_output` and `sink_event`, the timer thread after taking
+/// it), so a batch is pushed once, in stream order.
+#[derive(Default)]
+struct Batcher {
+    state: Mutex<BatchState>,
+    /// Wakes the timer: a new deadline, or shutdown.
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct BatchState {
+    pending: Option<PendingBatch>,
+    /// The timer thread must end (set by `stop`).
+    shutdown: bool,
+    /// A flow error downstream returned to a push of the timer: returned upstream with the
+    /// next buffer.
+    error: Option<gst::FlowError>,
 }
 
 #[derive(Default)]
@@ -78,6 +165,10 @@ pub struct PinframeConvert {
     /// Bytes of every tensor allocated for the element's pools and probes (the stats'
     /// `allocated-bytes`).
     allocated_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// The `batch-size` mode's pending batch and timer.
+    batcher: Arc<Batcher>,
+    /// The timer thread (`batch-size` mode, from `start` to `stop`).
+    timer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -208,9 +299,36 @@ impl ObjectImpl for PinframeConvert {
                     .default_value(settings::DEFAULT_POOL_SIZE)
                     .mutable_ready()
                     .build(),
+                glib::ParamSpecBoolean::builder("rois")
+                    .nick("Regions of interest")
+                    .blurb("Convert the buffer's GstVideoRegionOfInterestMeta rectangles (clamped into the frame) instead of the frame: up to batch-size of them, in meta order, into one batch tensor (other/tensors, batch = batch-size); unused slices are zeros; a buffer without one is dropped")
+                    .default_value(false)
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecString::builder("roi-type")
+                    .nick("ROI type")
+                    .blurb("With rois=true: only regions of interest of this type (empty: every type)")
+                    .default_value(Some(""))
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecUInt::builder("batch-size")
+                    .nick("Batch size")
+                    .blurb("Images in each output tensor (NNStreamer's outermost dimension). With rois=true: ROIs of one buffer; else, above 1: consecutive buffers, each converted into the next slice as it arrives")
+                    .minimum(1)
+                    .maximum(settings::MAX_BATCH_SIZE)
+                    .default_value(1)
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecInt64::builder("batch-timeout")
+                    .nick("Batch timeout")
+                    .blurb("batch-size mode: microseconds after a batch's first buffer when it is pushed unfilled (-1: wait until it is full, EOS or new caps), as nvstreammux's batched-push-timeout")
+                    .minimum(-1)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
                 glib::ParamSpecBoxed::builder::<gst::Structure>("stats")
                     .nick("Statistics")
-                    .blurb("Counters: frames, imports, cache-hits, uploads, readbacks, cpu-fallbacks, import-failures, live-images, source-imports, dmabuf-sources, mapped-sources, pool-outputs, source-import-failures (dma-buf sources that could not be imported), failed-frames, corrupt-frames (damaged JPEG frames, dropped), probe-allocations and probe-bytes (one-page negotiation probes), output-buffers, allocated-bytes (every pool and probe tensor since the element was made), backend; what a failed frame counted is kept")
+                    .blurb("Counters: frames, imports, cache-hits, uploads, readbacks, cpu-fallbacks, import-failures, live-images, source-imports, dmabuf-sources, mapped-sources, pool-outputs, source-import-failures (dma-buf sources that could not be imported), failed-frames, corrupt-frames (damaged JPEG frames, dropped), probe-allocations and probe-bytes (one-page negotiation probes), output-buffers, allocated-bytes (every pool and probe tensor since the element was made), batches, partial-batches, batch-timeouts, rois, skipped-rois (outside the frame), dropped-rois (past the batch), frames-without-rois (dropped), backend; what a failed frame counted is kept")
                     .read_only()
                     .build(),
             ]
@@ -283,6 +401,22 @@ impl ObjectImpl for PinframeConvert {
                 .get::<u32>()
                 .map(|v| s.pool_size = v)
                 .map_err(|e| e.to_string()),
+            "rois" => value
+                .get::<bool>()
+                .map(|v| s.rois = v)
+                .map_err(|e| e.to_string()),
+            "roi-type" => {
+                s.roi_type = text().trim().to_string();
+                Ok(())
+            }
+            "batch-size" => value
+                .get::<u32>()
+                .map(|v| s.batch_size = v)
+                .map_err(|e| e.to_string()),
+            "batch-timeout" => value
+                .get::<i64>()
+                .map(|v| s.batch_timeout_us = v)
+                .map_err(|e| e.to_string()),
             other => Err(format!("no property {other}")),
         };
         drop(s);
@@ -332,6 +466,10 @@ impl ObjectImpl for PinframeConvert {
             "layout" => s.layout.to_value(),
             "dma-route" => s.memory.to_text().to_value(),
             "pool-size" => s.pool_size.to_value(),
+            "rois" => s.rois.to_value(),
+            "roi-type" => s.roi_type.to_value(),
+            "batch-size" => s.batch_size.to_value(),
+            "batch-timeout" => s.batch_timeout_us.to_value(),
             // Every property is listed above; GObject never asks for another.
             _ => glib::Value::from_type(pspec.value_type()),
         }
@@ -417,10 +555,21 @@ impl PinframeConvert {
             .unwrap_or_else(|| lock(&self.settings).backend.backend())
     }
 
-    /// The caps the source pad can offer for one input structure.
+    /// The caps the source pad can offer for one input structure. A batch mode offers
+    /// tensors first (what it writes) and video after, so that a video-only downstream
+    /// reaches `set_caps` and hears why it cannot have a batch.
     fn output_caps(&self, s: &Settings, framerate: Option<&glib::SendValue>) -> gst::Caps {
         let dtype = s.dtype.dtype();
+        let batch = s.batch_mode().is_ok_and(|m| m.is_batch());
         let mut out = gst::Caps::new_empty();
+        let dtypes: Vec<DType> = match dtype {
+            Some(d) => vec![d],
+            None => caps::TENSOR_DTYPES.to_vec(),
+        };
+        if batch {
+            out.make_mut()
+                .append_structure(caps::tensor_structure(&dtypes, framerate));
+        }
         if dtype.is_none() || dtype == Some(DType::U8) {
             let formats = match s.layout.format() {
                 Some(f) => caps::video_formats(&[f]),
@@ -432,12 +581,10 @@ impl PinframeConvert {
                 dmabuf,
             ));
         }
-        let dtypes: Vec<DType> = match dtype {
-            Some(d) => vec![d],
-            None => caps::TENSOR_DTYPES.to_vec(),
-        };
-        out.make_mut()
-            .append_structure(caps::tensor_structure(&dtypes, framerate));
+        if !batch {
+            out.make_mut()
+                .append_structure(caps::tensor_structure(&dtypes, framerate));
+        }
         out
     }
 
@@ -499,6 +646,13 @@ impl PinframeConvert {
             .field("corrupt-frames", c.corrupt_frames)
             .field("probe-allocations", c.probe_allocations)
             .field("probe-bytes", c.probe_bytes)
+            .field("batches", c.batches)
+            .field("partial-batches", c.partial_batches)
+            .field("batch-timeouts", c.batch_timeouts)
+            .field("rois", c.rois)
+            .field("skipped-rois", c.skipped_rois)
+            .field("dropped-rois", c.dropped_rois)
+            .field("frames-without-rois", c.frames_without_rois)
             .field("output-buffers", allocated)
             .field(
                 "allocated-bytes",
@@ -593,20 +747,14 @@ impl PinframeConvert {
         Ok(Some(tensor))
     }
 
-    /// One frame: `inbuf` converted into `outbuf`. What it counted is kept whether it
-    /// succeeded or not (a failed frame counts as one, too).
-    fn convert_frame(
+    /// Runs `work` with a fresh set of counters and adds them to the element's, whether
+    /// it succeeded or not (a failed frame counts as one, too).
+    fn counted<R>(
         &self,
-        processor: &mut ImageProcessor,
-        input: &InputSpec,
-        output: &OutputSpec,
-        inbuf: &gst::BufferRef,
-        outbuf: &mut gst::BufferRef,
-        options: &ConvertOptions,
-    ) -> Result<ConvertInfo, Failure> {
+        work: impl FnOnce(&mut Counters) -> Result<R, Failure>,
+    ) -> Result<R, Failure> {
         let mut delta = Counters::default();
-        let result =
-            self.convert_counted(processor, input, output, inbuf, outbuf, options, &mut delta);
+        let result = work(&mut delta);
         match &result {
             Err(f) if f.corrupt => delta.corrupt_frames += 1,
             Err(_) => delta.failed_frames += 1,
@@ -616,9 +764,9 @@ impl PinframeConvert {
         result
     }
 
-    /// [`convert_frame`](Self::convert_frame)'s work, counting into `counters`.
-    #[allow(clippy::too_many_arguments)]
-    fn convert_counted(
+    /// One frame: `inbuf` converted into `outbuf`. What it counted is kept whether it
+    /// succeeded or not.
+    fn convert_frame(
         &self,
         processor: &mut ImageProcessor,
         input: &InputSpec,
@@ -626,11 +774,22 @@ impl PinframeConvert {
         inbuf: &gst::BufferRef,
         outbuf: &mut gst::BufferRef,
         options: &ConvertOptions,
-        counters: &mut Counters,
     ) -> Result<ConvertInfo, Failure> {
-        let slot = (outbuf.n_memory() == 1)
-            .then(|| buffers::OUTPUT.get(outbuf.peek_memory(0)))
-            .flatten();
+        self.counted(|counters| {
+            self.convert_counted(processor, input, output, inbuf, outbuf, options, counters)
+        })
+    }
+
+    /// Runs `work` on `inbuf`'s pixels as the library reads them: its dma-buf tensor when
+    /// it is one (imported once per memory), else its mapped bytes (raw video plane by
+    /// plane, a Bayer frame or a compressed frame as the buffer's bytes).
+    fn with_source<R>(
+        &self,
+        inbuf: &gst::BufferRef,
+        input: &InputSpec,
+        counters: &mut Counters,
+        work: impl FnOnce(FrameSource<'_>, &mut Counters) -> Result<R, Failure>,
+    ) -> Result<R, Failure> {
         let source = match self.dmabuf_source(inbuf, input) {
             Ok(s) => s,
             Err(e) => {
@@ -651,141 +810,350 @@ impl PinframeConvert {
                 None
             }
         };
-        let info = if let Some(src) = source {
+        if let Some(src) = source {
             counters.dmabuf_sources += 1;
-            match &slot {
-                Some(slot) => {
-                    counters.pool_outputs += 1;
-                    let mut dst = lock(slot);
-                    with_tensor!(&mut *dst, d => processor.convert_with(&src, d, options))?
-                }
-                None => {
-                    let map = src.map()?;
-                    let layout = src
-                        .layout()
-                        .ok_or_else(|| "an imported source without a layout".to_string())?;
-                    let mut bufs: [&[u8]; 3] = [&[]; 3];
-                    for (i, b) in bufs.iter_mut().enumerate().take(layout.buffer_count()) {
-                        *b = map.buffer_bytes(i);
-                    }
-                    into_buffer(
-                        processor,
-                        &bufs[..layout.buffer_count()],
-                        layout,
-                        outbuf,
-                        output,
-                        options,
-                    )?
-                }
-            }
-        } else if input.format.is_compressed() {
-            counters.mapped_sources += 1;
+            return work(FrameSource::Tensor(&src), counters);
+        }
+        counters.mapped_sources += 1;
+        if input.format.is_compressed() {
             // One compressed frame: its length is the buffer's size.
             let map = inbuf
                 .map_readable()
                 .map_err(|e| format!("mapping the input buffer: {e}"))?;
             let layout = input.compressed_layout(map.size())?;
             let bufs = [map.as_slice()];
-            match &slot {
-                Some(slot) => {
-                    counters.pool_outputs += 1;
-                    let mut dst = lock(slot);
-                    with_tensor!(&mut *dst, d => {
-                        let dst_layout = *d
-                            .layout()
-                            .ok_or_else(|| "a pool tensor without a layout".to_string())?;
-                        let mut map = d.map_mut()?;
-                        processor.convert_buffers(&bufs, &layout, &mut map, &dst_layout, options)?
-                    })
-                }
-                None => into_buffer(processor, &bufs, &layout, outbuf, output, options)?,
-            }
-        } else {
-            counters.mapped_sources += 1;
-            // Raw video is mapped plane by plane (GStreamer's video frame); a Bayer frame,
-            // which GStreamer's video library does not describe, as the buffer's bytes at
-            // the offsets and strides of its GstVideoMeta or its caps.
-            if input.info.is_some() && inbuf.meta::<gst_video::VideoMeta>().is_some() {
-                // With a GstVideoMeta, GStreamer's video frame maps each plane's own memory
-                // and hands out `stride * rows` bytes from the plane's first byte without
-                // checking that memory's size: check it here. (Without a meta it maps the
-                // whole buffer and checks it against the caps' size itself.)
-                let (offsets, strides) = plane_geometry(inbuf, input)?;
-                plane_spans(inbuf, input, &offsets, &strides, Extent::WholeRows)?;
-            }
-            let frame = input
-                .info
-                .as_ref()
-                .map(|info| gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf, info))
-                .transpose()
-                .map_err(|e| format!("mapping the input frame: {e}"))?;
-            let whole = match frame {
-                Some(_) => None,
-                None => Some(
-                    inbuf
-                        .map_readable()
-                        .map_err(|e| format!("mapping the input buffer: {e}"))?,
-                ),
-            };
-            let mut bufs: [&[u8]; 3] = [&[]; 3];
-            let mut planes = [Plane::default(); 3];
-            let planes_n = input.format.plane_count();
-            let count = match (&frame, &whole) {
-                (Some(frame), _) => {
-                    for i in 0..planes_n {
-                        let stride = usize::try_from(frame.plane_stride()[i])
-                            .map_err(|_| format!("plane {i} has a negative stride"))?;
-                        planes[i] = Plane {
-                            buffer: i,
-                            offset: 0,
-                            stride,
-                        };
-                        bufs[i] = frame
-                            .plane_data(i as u32)
-                            .map_err(|e| format!("plane {i} of the input frame: {e}"))?;
-                    }
-                    planes_n
-                }
-                (None, Some(map)) => {
-                    let (offsets, strides) = plane_geometry(inbuf, input)?;
-                    for i in 0..planes_n {
-                        planes[i] = Plane {
-                            buffer: 0,
-                            offset: offsets[i],
-                            stride: strides[i],
-                        };
-                    }
-                    bufs[0] = map.as_slice();
-                    1
-                }
-                (None, None) => return Err("the input frame was not mapped".to_string().into()),
-            };
-            let layout = ImageLayout::with_planes(
-                input.width,
-                input.height,
-                input.format,
-                DType::U8,
-                &planes[..planes_n],
-            )
-            .map_err(|e| e.to_string())?
-            .with_colorimetry(input.colorimetry);
-            match &slot {
-                Some(slot) => {
-                    counters.pool_outputs += 1;
-                    let mut dst = lock(slot);
-                    with_tensor!(&mut *dst, d => {
-                        let dst_layout = *d
-                            .layout()
-                            .ok_or_else(|| "a pool tensor without a layout".to_string())?;
-                        let mut map = d.map_mut()?;
-                        processor.convert_buffers(&bufs[..count], &layout, &mut map, &dst_layout, options)?
-                    })
-                }
-                None => into_buffer(processor, &bufs[..count], &layout, outbuf, output, options)?,
-            }
+            return work(
+                FrameSource::Bytes {
+                    buffers: &bufs,
+                    layout: &layout,
+                },
+                counters,
+            );
+        }
+        // Raw video is mapped plane by plane (GStreamer's video frame); a Bayer frame,
+        // which GStreamer's video library does not describe, as the buffer's bytes at
+        // the offsets and strides of its GstVideoMeta or its caps.
+        if input.info.is_some() && inbuf.meta::<gst_video::VideoMeta>().is_some() {
+            // With a GstVideoMeta, GStreamer's video frame maps each plane's own memory
+            // and hands out `stride * rows` bytes from the plane's first byte without
+            // checking that memory's size: check it here. (Without a meta it maps the
+            // whole buffer and checks it against the caps' size itself.)
+            let (offsets, strides) = plane_geometry(inbuf, input)?;
+            plane_spans(inbuf, input, &offsets, &strides, Extent::WholeRows)?;
+        }
+        let frame = input
+            .info
+            .as_ref()
+            .map(|info| gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf, info))
+            .transpose()
+            .map_err(|e| format!("mapping the input frame: {e}"))?;
+        let whole = match frame {
+            Some(_) => None,
+            None => Some(
+                inbuf
+                    .map_readable()
+                    .map_err(|e| format!("mapping the input buffer: {e}"))?,
+            ),
         };
-        Ok(info)
+        let mut bufs: [&[u8]; 3] = [&[]; 3];
+        let mut planes = [Plane::default(); 3];
+        let planes_n = input.format.plane_count();
+        let count = match (&frame, &whole) {
+            (Some(frame), _) => {
+                for i in 0..planes_n {
+                    let stride = usize::try_from(frame.plane_stride()[i])
+                        .map_err(|_| format!("plane {i} has a negative stride"))?;
+                    planes[i] = Plane {
+                        buffer: i,
+                        offset: 0,
+                        stride,
+                    };
+                    bufs[i] = frame
+                        .plane_data(i as u32)
+                        .map_err(|e| format!("plane {i} of the input frame: {e}"))?;
+                }
+                planes_n
+            }
+            (None, Some(map)) => {
+                let (offsets, strides) = plane_geometry(inbuf, input)?;
+                for i in 0..planes_n {
+                    planes[i] = Plane {
+                        buffer: 0,
+                        offset: offsets[i],
+                        stride: strides[i],
+                    };
+                }
+                bufs[0] = map.as_slice();
+                1
+            }
+            (None, None) => return Err("the input frame was not mapped".to_string().into()),
+        };
+        let layout = ImageLayout::with_planes(
+            input.width,
+            input.height,
+            input.format,
+            DType::U8,
+            &planes[..planes_n],
+        )
+        .map_err(|e| e.to_string())?
+        .with_colorimetry(input.colorimetry);
+        work(
+            FrameSource::Bytes {
+                buffers: &bufs[..count],
+                layout: &layout,
+            },
+            counters,
+        )
     }
+
+    /// [`convert_frame`](Self::convert_frame)'s work, counting into `counters`.
+    #[allow(clippy::too_many_arguments)]
+    fn convert_counted(
+        &self,
+        processor: &mut ImageProcessor,
+        input: &InputSpec,
+        output: &OutputSpec,
+        inbuf: &gst::BufferRef,
+        outbuf: &mut gst::BufferRef,
+        options: &ConvertOptions,
+        counters: &mut Counters,
+    ) -> Result<ConvertInfo, Failure> {
+        let slot = output_slot(outbuf);
+        self.with_source(inbuf, input, counters, |src, counters| match (src, &slot) {
+            (FrameSource::Tensor(src), Some(slot)) => {
+                counters.pool_outputs += 1;
+                let mut dst = lock(slot);
+                Ok(with_tensor!(&mut *dst, d => processor.convert_with(src, d, options))?)
+            }
+            (FrameSource::Tensor(src), None) => {
+                let map = src.map()?;
+                let layout = src
+                    .layout()
+                    .ok_or_else(|| "an imported source without a layout".to_string())?;
+                let mut bufs: [&[u8]; 3] = [&[]; 3];
+                for (i, b) in bufs.iter_mut().enumerate().take(layout.buffer_count()) {
+                    *b = map.buffer_bytes(i);
+                }
+                into_buffer(
+                    processor,
+                    &bufs[..layout.buffer_count()],
+                    layout,
+                    outbuf,
+                    output,
+                    options,
+                )
+            }
+            (FrameSource::Bytes { buffers, layout }, Some(slot)) => {
+                counters.pool_outputs += 1;
+                let mut dst = lock(slot);
+                Ok(with_tensor!(&mut *dst, d => {
+                    let dst_layout = *d
+                        .layout()
+                        .ok_or_else(|| "a pool tensor without a layout".to_string())?;
+                    let mut map = d.map_mut()?;
+                    processor.convert_buffers(buffers, layout, &mut map, &dst_layout, options)?
+                }))
+            }
+            (FrameSource::Bytes { buffers, layout }, None) => {
+                into_buffer(processor, buffers, layout, outbuf, output, options)
+            }
+        })
+    }
+
+    /// `rois=true`: up to `output.batch` regions of interest of `inbuf` (of `roi_type`,
+    /// or all) converted into the slices of `outbuf`'s batch tensor in one
+    /// `convert_batch`, the unused slices zeroed. `None`: the buffer has no region to
+    /// convert (it is dropped).
+    #[allow(clippy::too_many_arguments)]
+    fn convert_rois(
+        &self,
+        processor: &mut ImageProcessor,
+        input: &InputSpec,
+        output: &OutputSpec,
+        inbuf: &gst::BufferRef,
+        outbuf: &mut gst::BufferRef,
+        options: &ConvertOptions,
+        roi_type: Option<&str>,
+        counters: &mut Counters,
+    ) -> Result<Option<Vec<(RoiMeta, ConvertInfo)>>, Failure> {
+        let mut candidates = Vec::new();
+        for roi in inbuf.iter_meta::<gst_video::VideoRegionOfInterestMeta>() {
+            let kind = roi.roi_type();
+            if roi_type.is_some_and(|t| t != kind) {
+                continue;
+            }
+            let (x, y, w, h) = roi.rect();
+            match clamp_roi((x, y, w, h), input.width, input.height) {
+                Some(crop) => candidates.push(RoiMeta {
+                    id: roi.id(),
+                    roi_type: kind.to_string(),
+                    crop,
+                }),
+                None => {
+                    counters.skipped_rois += 1;
+                    gst::debug!(
+                        CAT,
+                        imp = self,
+                        "ROI {} ({kind}) at {x},{y} {w}x{h} lies outside the {}x{} frame: skipped",
+                        roi.id(),
+                        input.width,
+                        input.height
+                    );
+                }
+            }
+        }
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let slot = output_slot(outbuf).ok_or_else(|| {
+            "a batch output buffer that is not one of the element's tensors".to_string()
+        })?;
+        self.with_source(inbuf, input, counters, |src, counters| {
+            let src_layout = src.layout()?;
+            // A crop the conversion's plan refuses is one skipped region, not a failed
+            // frame: each is planned on its own before the batch is.
+            let mut rois = Vec::with_capacity(candidates.len());
+            for roi in candidates {
+                if !src_layout.format().is_compressed() {
+                    let item_options = ConvertOptions {
+                        crop: Some(roi.crop),
+                        ..*options
+                    };
+                    if let Err(e) = Plan::new(&src_layout, &output.layout, &item_options) {
+                        counters.skipped_rois += 1;
+                        gst::debug!(CAT, imp = self, "ROI {} skipped: {e}", roi.id);
+                        continue;
+                    }
+                }
+                rois.push(roi);
+            }
+            if rois.len() > output.batch {
+                counters.dropped_rois += (rois.len() - output.batch) as u64;
+                rois.truncate(output.batch);
+            }
+            if rois.is_empty() {
+                return Ok(None);
+            }
+            let items: Vec<BatchItem<'_>> =
+                rois.iter().map(|r| src.item().with_crop(r.crop)).collect();
+            counters.pool_outputs += 1;
+            counters.rois += rois.len() as u64;
+            let mut dst = lock(&slot);
+            let infos = with_tensor!(&mut *dst, d => {
+                let infos = processor.convert_batch(&items, d, options)?;
+                zero_slices(d, items.len())?;
+                infos
+            });
+            Ok(Some(rois.into_iter().zip(infos).collect()))
+        })
+    }
+
+    /// `batch-size` mode: `inbuf` converted into slice `index` of `dst`.
+    fn convert_into_slice(
+        &self,
+        processor: &mut ImageProcessor,
+        input: &InputSpec,
+        inbuf: &gst::BufferRef,
+        dst: &mut AnyTensor,
+        index: usize,
+        options: &ConvertOptions,
+    ) -> Result<ConvertInfo, Failure> {
+        self.counted(|counters| {
+            self.with_source(inbuf, input, counters, |src, counters| {
+                counters.pool_outputs += 1;
+                Ok(with_tensor!(dst, d => {
+                    let slice = d.slice_layout(index)?;
+                    let mut map = d.map_mut()?;
+                    match src {
+                        FrameSource::Tensor(t) => {
+                            // The slice is addressed in the batch's mapping: an imported
+                            // source is read from its mapping too.
+                            let src_map = t.map()?;
+                            let layout = t
+                                .layout()
+                                .ok_or_else(|| "an imported source without a layout".to_string())?;
+                            let mut bufs: [&[u8]; 3] = [&[]; 3];
+                            for (i, b) in bufs.iter_mut().enumerate().take(layout.buffer_count()) {
+                                *b = src_map.buffer_bytes(i);
+                            }
+                            processor.convert_buffers(
+                                &bufs[..layout.buffer_count()],
+                                layout,
+                                &mut map,
+                                &slice,
+                                options,
+                            )?
+                        }
+                        FrameSource::Bytes { buffers, layout } => {
+                            processor.convert_buffers(buffers, layout, &mut map, &slice, options)?
+                        }
+                    }
+                }))
+            })
+        })
+    }
+}
+
+/// A frame's pixels as the library reads them.
+#[derive(Clone, Copy)]
+enum FrameSource<'a> {
+    /// A dma-buf imported as a tensor.
+    Tensor(&'a Tensor<u8>),
+    /// Mapped bytes: the planes of a video frame, or a whole buffer.
+    Bytes {
+        buffers: &'a [&'a [u8]],
+        layout: &'a ImageLayout,
+    },
+}
+
+impl<'a> FrameSource<'a> {
+    /// The whole frame as a batch item.
+    fn item(&self) -> BatchItem<'a> {
+        match *self {
+            FrameSource::Tensor(t) => BatchItem::tensor(t),
+            FrameSource::Bytes { buffers, layout } => BatchItem::bytes(buffers, layout),
+        }
+    }
+
+    fn layout(&self) -> Result<ImageLayout, Failure> {
+        match self {
+            FrameSource::Tensor(t) => t
+                .layout()
+                .copied()
+                .ok_or_else(|| "an imported source without a layout".to_string().into()),
+            FrameSource::Bytes { layout, .. } => Ok(**layout),
+        }
+    }
+}
+
+/// The tensor behind an output buffer of the element's pool.
+fn output_slot(outbuf: &gst::BufferRef) -> Option<Arc<Mutex<AnyTensor>>> {
+    (outbuf.n_memory() == 1)
+        .then(|| buffers::OUTPUT.get(outbuf.peek_memory(0)))
+        .flatten()
+}
+
+/// The part of an ROI rectangle inside a `width` x `height` frame, as a crop; `None` when
+/// nothing of it is (outside, or empty).
+fn clamp_roi((x, y, w, h): (u32, u32, u32, u32), width: u32, height: u32) -> Option<Crop> {
+    let right = x.saturating_add(w).min(width);
+    let bottom = y.saturating_add(h).min(height);
+    (x < right && y < bottom).then(|| Crop::new(x, y, right - x, bottom - y))
+}
+
+/// Zeroes the slices of batch `t` from `first` on (slices a batch does not fill: a pool
+/// buffer still holds its previous batch there).
+fn zero_slices<T: Element>(t: &mut Tensor<T>, first: usize) -> pinframe::Result<()> {
+    let count = t.batch_len();
+    if first >= count {
+        return Ok(());
+    }
+    let per_slice = t.slice_bytes() / size_of::<T>();
+    let mut map = t.map_mut()?;
+    let end = (count * per_slice).min(map.len());
+    let start = (first * per_slice).min(end);
+    map[start..end].fill(<T as bytemuck::Zeroable>::zeroed());
+    Ok(())
 }
 
 impl Counters {
@@ -799,6 +1167,13 @@ impl Counters {
         self.corrupt_frames += d.corrupt_frames;
         self.probe_allocations += d.probe_allocations;
         self.probe_bytes += d.probe_bytes;
+        self.batches += d.batches;
+        self.partial_batches += d.partial_batches;
+        self.batch_timeouts += d.batch_timeouts;
+        self.rois += d.rois;
+        self.skipped_rois += d.skipped_rois;
+        self.dropped_rois += d.dropped_rois;
+        self.frames_without_rois += d.frames_without_rois;
     }
 }
 
@@ -966,7 +1341,13 @@ impl BaseTransformImpl for PinframeConvert {
     const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
 
     fn start(&self) -> Result<(), gst::ErrorMessage> {
-        let backend = lock(&self.settings).backend.backend();
+        let (backend, mode) = {
+            let s = lock(&self.settings);
+            (s.backend.backend(), s.batch_mode())
+        };
+        let mode = mode.map_err(|e| {
+            gst::error_msg!(gst::LibraryError::Settings, ["pinframeconvert: {}", e])
+        })?;
         let processor = ImageProcessor::with_backend(backend).map_err(|e| {
             gst::error_msg!(
                 gst::LibraryError::Init,
@@ -980,13 +1361,66 @@ impl BaseTransformImpl for PinframeConvert {
             .store(false, std::sync::atomic::Ordering::Relaxed);
         self.corrupt_frame_posted
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        {
+            let mut st = lock(&self.batcher.state);
+            st.pending = None;
+            st.shutdown = false;
+            st.error = None;
+        }
+        if matches!(mode, BatchMode::Frames { .. }) {
+            self.start_timer()?;
+        }
         Ok(())
     }
 
     fn stop(&self) -> Result<(), gst::ErrorMessage> {
+        // The pads are inactive here (no streaming thread, pushes return flushing): the
+        // timer ends, and a batch still pending goes back to the pool.
+        self.stop_timer();
+        let pending = lock(&self.batcher.state).pending.take();
+        drop(pending);
         *lock(&self.negotiated) = None;
         *lock(&self.processor) = None;
         Ok(())
+    }
+
+    fn sink_event(&self, event: gst::Event) -> bool {
+        use gst::EventView;
+        match event.view() {
+            EventView::FlushStop(_) => {
+                // Flushed data is gone: so is a batch of it (its buffer back to the pool).
+                let pending = lock(&self.batcher.state).pending.take();
+                drop(pending);
+            }
+            // What comes after one of these belongs to another stream, segment or format:
+            // the frames converted so far go out first, as a partial batch.
+            EventView::Eos(_)
+            | EventView::Caps(_)
+            | EventView::Segment(_)
+            | EventView::StreamStart(_) => {
+                // Serialized events arrive under the stream lock.
+                let pending = lock(&self.batcher.state).pending.take();
+                if let Some(p) = pending {
+                    match self.finish_batch(p, BatchEnd::Event) {
+                        Ok(buffer) => {
+                            if let Err(e) = self.obj().src_pad().push(buffer) {
+                                gst::debug!(
+                                    CAT,
+                                    imp = self,
+                                    "a partial batch before {:?}: {e:?}",
+                                    event.type_()
+                                );
+                            }
+                        }
+                        Err(f) => {
+                            let _ = self.post_failure(f);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.parent_sink_event(event)
     }
 
     fn transform_caps(
@@ -996,6 +1430,9 @@ impl BaseTransformImpl for PinframeConvert {
         filter: Option<&gst::Caps>,
     ) -> Option<gst::Caps> {
         let settings = lock(&self.settings).clone();
+        // A batch of consecutive frames comes at a fraction of their rate: the rate is
+        // left open both ways and fixed (the input's over the batch) in `fixate_caps`.
+        let frames = matches!(settings.batch_mode(), Ok(BatchMode::Frames { .. }));
         let mut out = gst::Caps::new_empty();
         if caps.is_any() {
             out = match direction {
@@ -1004,7 +1441,7 @@ impl BaseTransformImpl for PinframeConvert {
             };
         }
         for s in caps.iter() {
-            let framerate = s.value("framerate").ok();
+            let framerate = s.value("framerate").ok().filter(|_| !frames);
             let add = match direction {
                 gst::PadDirection::Sink => self.output_caps(&settings, framerate),
                 _ => caps::sink_caps(self.backend(), framerate),
@@ -1028,6 +1465,7 @@ impl BaseTransformImpl for PinframeConvert {
             return self.parent_fixate_caps(direction, caps, othercaps);
         }
         let settings = lock(&self.settings).clone();
+        let mode = settings.batch_mode().unwrap_or(BatchMode::Single);
         let mut other = othercaps;
         other.truncate();
         let Some(ins) = caps.structure(0) else {
@@ -1036,7 +1474,17 @@ impl BaseTransformImpl for PinframeConvert {
         };
         let in_w = ins.get::<i32>("width").unwrap_or(1);
         let in_h = ins.get::<i32>("height").unwrap_or(1);
-        let framerate = ins.get::<gst::Fraction>("framerate").ok();
+        let framerate = ins
+            .get::<gst::Fraction>("framerate")
+            .ok()
+            .map(|fr| match mode {
+                BatchMode::Frames { slices } => gst::Fraction::new(
+                    fr.numer(),
+                    fr.denom()
+                        .saturating_mul(i32::try_from(slices).unwrap_or(i32::MAX)),
+                ),
+                _ => fr,
+            });
         {
             let other = other.make_mut();
             if let Some(s) = other.structure_mut(0) {
@@ -1052,6 +1500,7 @@ impl BaseTransformImpl for PinframeConvert {
                                 layout,
                                 in_w.max(1) as u32,
                                 in_h.max(1) as u32,
+                                mode.slices(),
                             ),
                         );
                     }
@@ -1102,10 +1551,22 @@ impl BaseTransformImpl for PinframeConvert {
 
     fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
         let settings = lock(&self.settings).clone();
+        let mode = settings.batch_mode().map_err(|e| self.refuse(e))?;
         let input = InputSpec::from_caps(incaps, self.backend()).map_err(|e| self.refuse(e))?;
-        let output =
-            OutputSpec::from_caps(outcaps, settings.layout.format(), settings.dtype.dtype())
-                .map_err(|e| self.refuse(format!("{e} (output caps {outcaps})")))?;
+        let output = OutputSpec::from_caps(
+            outcaps,
+            settings.layout.format(),
+            settings.dtype.dtype(),
+            mode.slices(),
+        )
+        .map_err(|e| self.refuse(format!("{e} (output caps {outcaps})")))?;
+        if mode.is_batch() && !matches!(output.kind, OutputKind::Tensor) {
+            return Err(self.refuse(format!(
+                "rois=true and batch-size write a batch tensor: the output must be {} \
+                 (output caps {outcaps})",
+                caps::TENSORS
+            )));
+        }
         let mut src_layout = input.default_layout().map_err(|e| self.refuse(e))?;
         if input.format.is_compressed() {
             // Each frame's sampling is known only once it arrives; the options and the
@@ -1128,8 +1589,16 @@ impl BaseTransformImpl for PinframeConvert {
                 output.layout.dtype()
             ))
         })?;
-        gst::info!(CAT, imp = self, "converting {incaps} to {outcaps}");
-        *lock(&self.negotiated) = Some(Negotiated { input, output });
+        gst::info!(
+            CAT,
+            imp = self,
+            "converting {incaps} to {outcaps} ({mode:?})"
+        );
+        *lock(&self.negotiated) = Some(Negotiated {
+            input,
+            output,
+            mode,
+        });
         Ok(())
     }
 
@@ -1141,7 +1610,8 @@ impl BaseTransformImpl for PinframeConvert {
         othercaps: &gst::Caps,
     ) -> Option<usize> {
         let s = lock(&self.settings);
-        OutputSpec::from_caps(othercaps, s.layout.format(), s.dtype.dtype())
+        let batch = s.batch_mode().map(|m| m.slices()).unwrap_or(1);
+        OutputSpec::from_caps(othercaps, s.layout.format(), s.dtype.dtype(), batch)
             .ok()
             .map(|o| o.size)
     }
@@ -1199,6 +1669,7 @@ impl BaseTransformImpl for PinframeConvert {
         let video_meta = input.info.is_some();
         let pool = TensorPool::new(PoolSpec {
             layout,
+            batch: 1,
             size,
             placement,
             video_meta,
@@ -1268,6 +1739,7 @@ impl BaseTransformImpl for PinframeConvert {
             .map_err(|_| gst::loggable_error!(CAT, "output buffers of {} bytes", output.size))?;
         let pool = TensorPool::new(PoolSpec {
             layout: output.layout,
+            batch: output.batch,
             size: output.size,
             placement,
             video_meta: video,
@@ -1300,72 +1772,68 @@ impl BaseTransformImpl for PinframeConvert {
         outbuf: &mut gst::BufferRef,
     ) -> Result<gst::FlowSuccess, gst::FlowError> {
         let options;
-        let (input, output) = {
+        let (input, output, mode) = {
             let negotiated = lock(&self.negotiated);
             let n = negotiated.as_ref().ok_or(gst::FlowError::NotNegotiated)?;
             options = lock(&self.settings).options(n.input.colorimetry, n.input.height);
-            (n.input.clone(), n.output.clone())
+            (n.input.clone(), n.output.clone(), n.mode.clone())
         };
         let mut processor = lock(&self.processor);
         let processor = processor.as_mut().ok_or(gst::FlowError::Flushing)?;
-        let info = match self.convert_frame(processor, &input, &output, inbuf, outbuf, &options) {
-            Ok(info) => info,
-            Err(f) if f.corrupt => {
-                // A damaged frame from a camera or a network is one lost frame, not the
-                // end of the stream (what jpegdec does too): drop it, say so, count it.
-                gst::warning!(CAT, imp = self, "dropped a corrupt frame: {}", f.message);
-                if !self
-                    .corrupt_frame_posted
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    gst::element_imp_warning!(
-                        self,
-                        gst::StreamError::Decode,
-                        ("pinframe dropped a corrupt frame"),
-                        [
-                            "{} (posted once; the stats' corrupt-frames counts them all)",
-                            f.message
-                        ]
+        if let BatchMode::Rois { roi_type, .. } = &mode {
+            let result = self.counted(|counters| {
+                let r = self.convert_rois(
+                    processor,
+                    &input,
+                    &output,
+                    inbuf,
+                    outbuf,
+                    &options,
+                    roi_type.as_deref(),
+                    counters,
+                );
+                match &r {
+                    Ok(None) => counters.frames_without_rois += 1,
+                    Ok(Some(rois)) => {
+                        counters.batches += 1;
+                        if rois.len() < output.batch {
+                            counters.partial_batches += 1;
+                        }
+                    }
+                    Err(_) => {}
+                }
+                r
+            });
+            let rois = match result {
+                Ok(Some(rois)) => rois,
+                // Nothing to convert: no tensor of zeros goes downstream.
+                Ok(None) => return Ok(gst_base::BASE_TRANSFORM_FLOW_DROPPED),
+                Err(f) => return self.post_failure(f),
+            };
+            let valid = rois.len();
+            for (index, (roi, info)) in rois.into_iter().enumerate() {
+                let slice = SliceMeta {
+                    index,
+                    size: output.batch,
+                    valid,
+                    roi: Some(roi),
+                    source_pts: None,
+                };
+                if let Err(e) = meta::add(outbuf, &info, input.width, input.height, Some(&slice)) {
+                    gst::warning!(
+                        CAT,
+                        imp = self,
+                        "no PinframeConvertMeta for slice {index}: {e}"
                     );
                 }
-                return Ok(gst_base::BASE_TRANSFORM_FLOW_DROPPED);
             }
-            Err(f) => {
-                let what = "pinframe could not convert a frame";
-                match f.kind {
-                    Some(ErrorKind::InvalidInput) | Some(ErrorKind::Unsupported) => {
-                        gst::element_imp_error!(
-                            self,
-                            gst::StreamError::Format,
-                            ("{}", what),
-                            ["{}", f.message]
-                        )
-                    }
-                    Some(ErrorKind::MemoryUnavailable) => {
-                        gst::element_imp_error!(
-                            self,
-                            gst::ResourceError::NoSpaceLeft,
-                            ("{}", what),
-                            ["{}", f.message]
-                        )
-                    }
-                    Some(_) => gst::element_imp_error!(
-                        self,
-                        gst::ResourceError::Failed,
-                        ("{}", what),
-                        ["{}", f.message]
-                    ),
-                    None => gst::element_imp_error!(
-                        self,
-                        gst::StreamError::Failed,
-                        ("{}", what),
-                        ["{}", f.message]
-                    ),
-                }
-                return Err(gst::FlowError::Error);
-            }
+            return Ok(gst::FlowSuccess::Ok);
+        }
+        let info = match self.convert_frame(processor, &input, &output, inbuf, outbuf, &options) {
+            Ok(info) => info,
+            Err(f) => return self.post_failure(f),
         };
-        if let Err(e) = meta::add(outbuf, &info, input.width, input.height) {
+        if let Err(e) = meta::add(outbuf, &info, input.width, input.height, None) {
             gst::warning!(
                 CAT,
                 imp = self,
@@ -1373,5 +1841,360 @@ impl BaseTransformImpl for PinframeConvert {
             );
         }
         Ok(gst::FlowSuccess::Ok)
+    }
+
+    fn generate_output(&self) -> Result<GenerateOutputSuccess, gst::FlowError> {
+        let frames = lock(&self.negotiated).as_ref().and_then(|n| match n.mode {
+            BatchMode::Frames { slices } => Some(slices),
+            _ => None,
+        });
+        match frames {
+            Some(slices) => self.generate_batch(slices),
+            None => self.parent_generate_output(),
+        }
+    }
+}
+
+impl PinframeConvert {
+    /// Says why a frame failed: a damaged frame is dropped with a warning (posted once per
+    /// start) and the stream goes on; anything else posts an element error and stops it.
+    fn post_failure(&self, f: Failure) -> Result<gst::FlowSuccess, gst::FlowError> {
+        if f.corrupt {
+            // A damaged frame from a camera or a network is one lost frame, not the
+            // end of the stream (what jpegdec does too): drop it, say so, count it.
+            gst::warning!(CAT, imp = self, "dropped a corrupt frame: {}", f.message);
+            if !self
+                .corrupt_frame_posted
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                gst::element_imp_warning!(
+                    self,
+                    gst::StreamError::Decode,
+                    ("pinframe dropped a corrupt frame"),
+                    [
+                        "{} (posted once; the stats' corrupt-frames counts them all)",
+                        f.message
+                    ]
+                );
+            }
+            return Ok(gst_base::BASE_TRANSFORM_FLOW_DROPPED);
+        }
+        let what = "pinframe could not convert a frame";
+        match f.kind {
+            Some(ErrorKind::InvalidInput) | Some(ErrorKind::Unsupported) => {
+                gst::element_imp_error!(
+                    self,
+                    gst::StreamError::Format,
+                    ("{}", what),
+                    ["{}", f.message]
+                )
+            }
+            Some(ErrorKind::MemoryUnavailable) => {
+                gst::element_imp_error!(
+                    self,
+                    gst::ResourceError::NoSpaceLeft,
+                    ("{}", what),
+                    ["{}", f.message]
+                )
+            }
+            Some(_) => gst::element_imp_error!(
+                self,
+                gst::ResourceError::Failed,
+                ("{}", what),
+                ["{}", f.message]
+            ),
+            None => gst::element_imp_error!(
+                self,
+                gst::StreamError::Failed,
+                ("{}", what),
+                ["{}", f.message]
+            ),
+        }
+        Err(gst::FlowError::Error)
+    }
+
+    /// `batch-size` mode: the queued input converted into the next slice of the pending
+    /// batch (a new one from the pool when there is none); the batch when that filled it.
+    /// Runs on the streaming thread, under the stream lock.
+    fn generate_batch(&self, slices: usize) -> Result<GenerateOutputSuccess, gst::FlowError> {
+        let Some(inbuf) = self.take_queued_buffer() else {
+            return Ok(GenerateOutputSuccess::NoOutput);
+        };
+        let arrived = Instant::now();
+        if let Some(e) = lock(&self.batcher.state).error.take() {
+            // Downstream refused the timer's last push: upstream hears it now.
+            return Err(e);
+        }
+        let (input, options) = {
+            let negotiated = lock(&self.negotiated);
+            let n = negotiated.as_ref().ok_or(gst::FlowError::NotNegotiated)?;
+            let options = lock(&self.settings).options(n.input.colorimetry, n.input.height);
+            (n.input.clone(), options)
+        };
+        let mut pending = lock(&self.batcher.state).pending.take();
+        if pending.as_ref().is_some_and(|p| p.due(arrived)) {
+            // Its time is up; the timer waits for the stream lock this thread holds.
+            if let Some(due) = pending.take() {
+                let buffer = match self.finish_batch(due, BatchEnd::Timeout) {
+                    Ok(b) => b,
+                    Err(f) => {
+                        self.post_failure(f)?;
+                        return Ok(GenerateOutputSuccess::Dropped);
+                    }
+                };
+                self.obj().src_pad().push(buffer)?;
+            }
+        }
+        if let Some(p) = pending.take_if(|p| p.caps != self.obj().src_pad().current_caps()) {
+            // Downstream renegotiated (a reconfigure, without new input caps) under a
+            // partial batch laid out for the old caps: it cannot go out under the new ones.
+            gst::warning!(
+                CAT,
+                imp = self,
+                "dropped a partial batch of {} frames: the output caps changed",
+                p.slices.len()
+            );
+        }
+        let mut pending = match pending {
+            Some(p) => p,
+            None => self.new_batch(slices)?,
+        };
+        let index = pending.slices.len();
+        let result = match output_slot(&pending.buffer) {
+            Some(slot) => {
+                let mut processor = lock(&self.processor);
+                match processor.as_mut() {
+                    Some(processor) => {
+                        let mut dst = lock(&slot);
+                        self.convert_into_slice(
+                            processor, &input, &inbuf, &mut dst, index, &options,
+                        )
+                    }
+                    None => Err("the element is stopping".to_string().into()),
+                }
+            }
+            None => Err("a batch buffer that is not one of the element's tensors"
+                .to_string()
+                .into()),
+        };
+        match result {
+            Ok(info) => pending.slices.push(FilledSlice {
+                info,
+                pts: inbuf.pts(),
+                dts: inbuf.dts(),
+                duration: inbuf.duration(),
+                source_width: input.width,
+                source_height: input.height,
+            }),
+            Err(f) => {
+                // The batch keeps its slices; the next frame takes this one.
+                self.keep_pending(pending);
+                self.post_failure(f)?;
+                return Ok(GenerateOutputSuccess::Dropped);
+            }
+        }
+        if pending.slices.len() >= pending.capacity {
+            return match self.finish_batch(pending, BatchEnd::Full) {
+                Ok(buffer) => Ok(GenerateOutputSuccess::Buffer(buffer)),
+                Err(f) => {
+                    self.post_failure(f)?;
+                    Ok(GenerateOutputSuccess::Dropped)
+                }
+            };
+        }
+        if index == 0 {
+            // A deadline past what the clock can hold is no deadline.
+            pending.deadline = lock(&self.settings)
+                .batch_timeout()
+                .and_then(|t| arrived.checked_add(t));
+        }
+        self.keep_pending(pending);
+        Ok(GenerateOutputSuccess::NoOutput)
+    }
+
+    /// Stores the pending batch and wakes the timer for its deadline.
+    fn keep_pending(&self, pending: PendingBatch) {
+        lock(&self.batcher.state).pending = Some(pending);
+        self.batcher.wake.notify_all();
+    }
+
+    /// A new batch: an output buffer of the negotiated pool, no slice converted yet.
+    fn new_batch(&self, slices: usize) -> Result<PendingBatch, gst::FlowError> {
+        let pool = self
+            .obj()
+            .buffer_pool()
+            .ok_or(gst::FlowError::NotNegotiated)?;
+        // The base class activates its pool on its first output buffer, which this mode
+        // never asks it for.
+        if !pool.is_active() && pool.set_active(true).is_err() {
+            gst::element_imp_error!(
+                self,
+                gst::ResourceError::Failed,
+                ["cannot activate the output pool"]
+            );
+            return Err(gst::FlowError::Error);
+        }
+        let buffer = pool.acquire_buffer(None)?;
+        Ok(PendingBatch {
+            buffer,
+            caps: self.obj().src_pad().current_caps(),
+            capacity: slices,
+            slices: Vec::with_capacity(slices),
+            deadline: None,
+        })
+    }
+
+    /// A batch ready to push: the slices it did not fill zeroed, its timestamps (the
+    /// first frame's, lasting to the last frame's end) and one meta per converted slice.
+    fn finish_batch(&self, pending: PendingBatch, end: BatchEnd) -> Result<gst::Buffer, Failure> {
+        let PendingBatch {
+            mut buffer,
+            capacity,
+            slices,
+            ..
+        } = pending;
+        let valid = slices.len();
+        if valid < capacity {
+            let slot = output_slot(&buffer).ok_or_else(|| {
+                "a batch buffer that is not one of the element's tensors".to_string()
+            })?;
+            let mut dst = lock(&slot);
+            with_tensor!(&mut *dst, d => zero_slices(d, valid))?;
+        }
+        {
+            let b = buffer
+                .get_mut()
+                .ok_or_else(|| "a pending batch buffer was shared".to_string())?;
+            let first = slices.first().and_then(|s| s.pts);
+            let last_end = slices
+                .last()
+                .and_then(|s| s.pts.map(|p| s.duration.map_or(p, |d| p + d)));
+            b.set_pts(first);
+            b.set_dts(slices.first().and_then(|s| s.dts));
+            b.set_duration(match (first, last_end) {
+                (Some(a), Some(e)) if e > a => Some(e - a),
+                _ => None,
+            });
+            for (index, s) in slices.iter().enumerate() {
+                let slice = SliceMeta {
+                    index,
+                    size: capacity,
+                    valid,
+                    roi: None,
+                    source_pts: s.pts,
+                };
+                if let Err(e) = meta::add(b, &s.info, s.source_width, s.source_height, Some(&slice))
+                {
+                    gst::warning!(
+                        CAT,
+                        imp = self,
+                        "no PinframeConvertMeta for slice {index}: {e}"
+                    );
+                }
+            }
+        }
+        let mut c = lock(&self.counters);
+        c.batches += 1;
+        if valid < capacity {
+            c.partial_batches += 1;
+        }
+        if end == BatchEnd::Timeout {
+            c.batch_timeouts += 1;
+        }
+        drop(c);
+        gst::debug!(CAT, imp = self, "a batch of {valid}/{capacity} ({end:?})");
+        Ok(buffer)
+    }
+
+    /// The timer's work once the pending batch's deadline passed: under the stream lock
+    /// (so no frame is being converted into it, and it goes out in stream order), the
+    /// batch is taken, finished and pushed.
+    fn push_due_batch(&self) {
+        let obj = self.obj();
+        let _stream = obj.sink_pad().stream_lock();
+        let due = {
+            let mut st = lock(&self.batcher.state);
+            if st.shutdown || !st.pending.as_ref().is_some_and(|p| p.due(Instant::now())) {
+                return;
+            }
+            st.pending.take()
+        };
+        let Some(due) = due else {
+            return;
+        };
+        let flow = match self.finish_batch(due, BatchEnd::Timeout) {
+            Ok(buffer) => obj.src_pad().push(buffer).map(|_| ()),
+            Err(f) => self.post_failure(f).map(|_| ()),
+        };
+        match flow {
+            Ok(()) | Err(gst::FlowError::Flushing) => {}
+            Err(e) => {
+                gst::debug!(CAT, imp = self, "the timeout's batch: {e:?}");
+                lock(&self.batcher.state).error = Some(e);
+            }
+        }
+    }
+
+    /// Starts the timer thread of the `batch-size` mode.
+    fn start_timer(&self) -> Result<(), gst::ErrorMessage> {
+        self.stop_timer();
+        lock(&self.batcher.state).shutdown = false;
+        let batcher = self.batcher.clone();
+        let element = self.obj().downgrade();
+        let handle = std::thread::Builder::new()
+            .name("pinframe-batch".into())
+            .spawn(move || batch_timer(&batcher, &element))
+            .map_err(|e| {
+                gst::error_msg!(
+                    gst::ResourceError::Failed,
+                    ["cannot start the batch timer thread: {}", e]
+                )
+            })?;
+        *lock(&self.timer) = Some(handle);
+        Ok(())
+    }
+
+    /// Ends the timer thread and waits for it.
+    fn stop_timer(&self) {
+        lock(&self.batcher.state).shutdown = true;
+        self.batcher.wake.notify_all();
+        let handle = lock(&self.timer).take();
+        if let Some(h) = handle
+            && h.thread().id() != std::thread::current().id()
+        {
+            // It holds no lock while it waits, and the stream lock is free here.
+            let _ = h.join();
+        }
+    }
+}
+
+/// The timer thread: sleeps until the pending batch's deadline (or a new one, or
+/// shutdown), then has the element push it. It holds a strong reference to the element
+/// only while it pushes.
+fn batch_timer(batcher: &Batcher, element: &glib::WeakRef<super::PinframeConvert>) {
+    loop {
+        {
+            let mut st = lock(&batcher.state);
+            loop {
+                if st.shutdown {
+                    return;
+                }
+                let now = Instant::now();
+                match st.pending.as_ref().and_then(|p| p.deadline) {
+                    Some(d) if d <= now => break,
+                    Some(d) => {
+                        st = match batcher.wake.wait_timeout(st, d - now) {
+                            Ok((g, _)) => g,
+                            Err(p) => p.into_inner().0,
+                        }
+                    }
+                    None => st = batcher.wake.wait(st).unwrap_or_else(|p| p.into_inner()),
+                }
+            }
+        }
+        let Some(element) = element.upgrade() else {
+            return;
+        };
+        element.imp().push_due_batch();
     }
 }

@@ -1,6 +1,7 @@
 //! The `pinframeconvert` element: a `BaseTransform` that converts raw video (system memory
 //! or dma-bufs) into u8 video or NNStreamer static tensors with pinframe's
-//! `ImageProcessor`, writing into a pool of pinframe tensors.
+//! `ImageProcessor`, writing into a pool of pinframe tensors: one image per buffer, or a
+//! batch of regions of interest (`rois=true`) or of consecutive buffers (`batch-size`).
 
 use gst::glib;
 use gst::prelude::*;
