@@ -1272,16 +1272,18 @@ impl CompiledModel {
     /// after it; the outputs are reallocated at their new sizes
     /// (`LiteRtGetCompiledModelOutputTensorLayouts`), and [`inputs`](Self::inputs) and
     /// [`outputs`](Self::outputs) report the new shapes. Whether the result is one
-    /// independent answer per batch item is the model's business: a convolutional
-    /// network is, a model whose graph reshapes to a fixed batch of 1 fails here (LiteRT
-    /// cannot allocate it) or computes nonsense. Check it once against single runs.
+    /// independent answer per batch item is the model's business: a graph of per-image
+    /// ops (convolutions, pooling) gives one, a graph that reshapes to a fixed batch of 1
+    /// fails here (LiteRT cannot allocate it) or mixes the items. Check it once against
+    /// single runs.
     ///
     /// Resizing is a set-up step, not a per-frame one: it drops the input's binding (its
     /// LiteRT buffer describes the old shape, which LiteRT would refuse), so bind the
-    /// tensor after resizing. Resizing to the current shape does nothing. Errors: an input
-    /// that does not exist, a rank or dimension the model cannot take (LiteRT's status
-    /// and message say which), and the outputs' reallocation failing, after which runs
-    /// are refused until a resize succeeds.
+    /// tensor after resizing. Resizing to the current shape does nothing (after a failed
+    /// resize, it retries the outputs). Errors: an input that does not exist, a rank or
+    /// dimension the model cannot take (LiteRT's status and message say which), and the
+    /// outputs' reallocation failing, after which runs are refused until a resize
+    /// succeeds.
     pub fn resize_input(&mut self, index: usize, shape: &[usize]) -> Result<()> {
         let info = self.input_info(index)?;
         if shape.len() != info.shape.len() {
@@ -1302,7 +1304,9 @@ impl CompiledModel {
                     c_int::MAX
                 ))
             })?;
-        if info.shape.iter().zip(shape).all(|(&a, &b)| a == b as i64) {
+        if self.resize_incomplete.is_none()
+            && info.shape.iter().zip(shape).all(|(&a, &b)| a == b as i64)
+        {
             return Ok(());
         }
         let api = self.api();
