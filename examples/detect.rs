@@ -21,11 +21,11 @@
 //!
 //! `--landmarks` adds a second stage (`common/face_landmark.rs`): every detected face
 //! becomes a square crop of the camera frame with a margin (`regions::crop_for_box`), one
-//! `convert_batch` fills a `[N, 192, 192, 3]` batch tensor with them (N = `--max-faces`),
-//! MediaPipe's face mesh model, resized to that batch and bound to it once, runs once on
-//! the whole batch, and each face's 468 landmarks are mapped back to camera pixels through
-//! its own `ConvertInfo`. The run covers all N slices whatever the number of faces (a
-//! fixed shape keeps the one binding); `--snapshot` draws the landmarks too.
+//! `convert_batch` fills the first k slices of a `[N, 192, 192, 3]` batch tensor with the
+//! frame's k faces (N = `--max-faces`), MediaPipe's face mesh model runs once on those k
+//! slices (compiled once per batch size, resized to `[k, 192, 192, 3]` and bound to the
+//! first k slices once, at set-up), and each face's 468 landmarks are mapped back to
+//! camera pixels through its own `ConvertInfo`; `--snapshot` draws the landmarks too.
 
 #[path = "common/blazeface.rs"]
 mod blazeface;
@@ -286,13 +286,12 @@ fn run(args: &Args) -> Result<()> {
             let mesh = Model::from_file(&env, path)?;
             let stage = LandmarkStage::new(&mesh, args.max_faces, memory)?;
             println!(
-                "landmarks: {} | input resized to {:?}, bound once to a {} batch tensor of {} \
-                 slices ({} bytes)",
+                "landmarks: {} | compiled for 1 to {n} faces, input resized to [k, 192, 192, 3] \
+                 and bound once to the first k slices of one {} batch tensor of {n} ({} bytes)",
                 path.display(),
-                stage.compiled.inputs()[0].shape,
                 stage.batch.memory(),
-                stage.capacity(),
-                stage.batch.pin_host()?.len()
+                stage.batch.pin_host()?.len(),
+                n = stage.capacity(),
             );
             Some(stage)
         }
@@ -400,18 +399,16 @@ fn run(args: &Args) -> Result<()> {
         elapsed.as_secs_f64()
     );
     if let Some(stage) = &stage {
-        let s = stage.compiled.stats();
+        let (runs, bindings, created) = stage.totals();
         println!(
-            "landmarks, per frame with faces ({stage_frames} frames, {stage_faces} faces, batch \
-             of {}): crops + convert_batch {:.2} ms, inference {:.2} ms, decode {:.3} ms; \
-             runtime: {} runs, {} input binding(s), {} buffers created",
+            "landmarks, per frame with faces ({stage_frames} frames, {stage_faces} faces, at \
+             most {} a batch): crops + convert_batch {:.2} ms, inference {:.2} ms, decode \
+             {:.3} ms; runtime: {runs} runs, {bindings} input binding(s) (one per batch \
+             size), {created} buffers created",
             stage.capacity(),
             ms(t_crops, stage_frames),
             ms(t_mesh, stage_frames),
             ms(t_mesh_decode, stage_frames),
-            s.runs,
-            s.host_bindings + s.dmabuf_bindings,
-            s.buffers_created
         );
     }
     let s = compiled.stats();

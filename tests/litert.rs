@@ -764,13 +764,48 @@ fn a_model_for_one_image_is_resized_to_a_batch() {
         (s.buffers_created, s.host_bindings),
         (bound.buffers_created, bound.host_bindings)
     );
+
+    // The same model for two images, bound to the first two slices of the same batch:
+    // it reads exactly those, from the batch's own address.
+    let mut two = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    two.resize_input(0, &[2, h as usize, w as usize, 3])
+        .unwrap();
+    for bad in [0, n + 1] {
+        let e = err(two.bind_input_slices(0, &batch, bad).unwrap_err());
+        assert!(e.contains("holds 3 slice(s)"), "{e}");
+    }
+    let e = err(two.bind_input_slices(0, &batch, 3).unwrap_err());
+    assert!(
+        e.contains("[2, 32, 40, 3]") && e.contains("[3, 32, 40, 3]"),
+        "{e}"
+    );
+    let e = err(two.bind_input(0, &batch).unwrap_err());
+    assert!(e.contains("[2, 32, 40, 3]"), "{e}");
+    assert_eq!(
+        two.bind_input_slices(0, &batch, 2).unwrap(),
+        Binding::HostMemory
+    );
+    assert_eq!(two.input_host_address(0).unwrap(), pin.as_ptr());
+    compiled.run().unwrap();
+    two.run().unwrap();
+    let stored: Vec<u8> = batch.map().unwrap().to_vec();
+    let out: &[f32] = two.output(0).unwrap();
+    assert_eq!(out.len(), 2 * slice);
+    assert!(
+        out.iter()
+            .zip(&stored)
+            .all(|(&o, &q)| o == scale * f32::from(q))
+    );
+    assert_eq!(out, &compiled.output::<f32>(0).unwrap()[..2 * slice]);
+    assert_eq!(two.stats().host_bindings, 1);
 }
 
 /// The whole two-stage path on a photograph: the face detector finds the face in a YUYV
 /// camera frame; its box becomes square crops (the stage's 1.5 margin, and a tighter 1.2
-/// one, so the batch holds two faces and one slice stays unused); one `convert_batch`
-/// fills the face mesh model's batch input, resized to 3 and bound once; one run gives
-/// both crops' 468 landmarks, mapped back to camera pixels. Each slice holds exactly the
+/// one, so the batch of 3 holds two faces and one slice stays unused); one
+/// `convert_batch` fills the batch tensor; the face mesh model for two faces (resized to
+/// 2 and bound once to the first two slices) runs once and gives both crops' 468
+/// landmarks, mapped back to camera pixels. Each slice holds exactly the
 /// bytes of a single `convert_with` of its crop, each item's landmarks equal a run of the
 /// model as shipped (batch 1) on that single conversion, the landmarks lie on the face
 /// (eyes above the mouth, every point inside the detection box grown by the margin), and
@@ -812,13 +847,22 @@ fn landmarks_of_every_face_come_from_one_batch_bound_once() {
     // Stage two: the mesh model resized to a batch of 3, the batch bound once.
     let mesh_model = Model::from_file(&env, &mesh_path).unwrap();
     let mut stage = LandmarkStage::new(&mesh_model, 3, Memory::Heap).unwrap();
-    assert_eq!(stage.compiled.inputs()[0].shape, [3, 192, 192, 3]);
-    assert_eq!(stage.compiled.outputs()[0].element_count(), Some(3 * 1404));
-    assert_eq!(stage.compiled.outputs()[1].element_count(), Some(3));
+    assert_eq!(stage.compiled.len(), 3);
+    for (k, compiled) in (1..).zip(&stage.compiled) {
+        assert_eq!(compiled.inputs()[0].shape, [k, 192, 192, 3]);
+        assert_eq!(
+            compiled.outputs()[0].element_count(),
+            Some(k as usize * 1404)
+        );
+        assert_eq!(compiled.outputs()[1].element_count(), Some(k as usize));
+    }
     let pin = stage.batch.pin_host().unwrap();
-    assert_eq!(stage.compiled.input_host_address(0).unwrap(), pin.as_ptr());
-    let set_up = stage.compiled.stats();
-    assert_eq!(set_up.host_bindings, 1);
+    // Every batch size's model reads the one batch tensor, from its first slice.
+    for compiled in &stage.compiled {
+        assert_eq!(compiled.input_host_address(0).unwrap(), pin.as_ptr());
+    }
+    let set_up: Vec<_> = stage.compiled.iter().map(|c| c.stats()).collect();
+    assert!(set_up.iter().all(|s| s.host_bindings == 1 && s.runs == 0));
 
     // The reference: the model as shipped (batch 1) on a single conversion.
     let mut single_mesh = CompiledModel::new(&mesh_model, &[Accelerator::Cpu]).unwrap();
@@ -853,7 +897,8 @@ fn landmarks_of_every_face_come_from_one_batch_bound_once() {
 
         let slice_len = 192 * 192 * 3;
         let batch_values: Vec<f32> = stage.batch.map().unwrap().to_vec();
-        let batched_points: Vec<f32> = stage.compiled.output::<f32>(0).unwrap().to_vec();
+        let batched_points: Vec<f32> = stage.current().unwrap().output::<f32>(0).unwrap().to_vec();
+        assert_eq!(batched_points.len(), 2 * LANDMARKS * 3);
         for (i, landmarks) in faces.iter().enumerate() {
             // The slice is exactly a single conversion of its crop.
             let options = ConvertOptions {
@@ -964,17 +1009,21 @@ fn landmarks_of_every_face_come_from_one_batch_bound_once() {
         }
     }
     eprintln!("{test}: batched vs single runs: largest landmark difference {worst_vs_single} px");
-    // Every frame ran the batch once on the binding made at set-up: no rebinding, no
-    // buffer created, LiteRT still reading the batch's pin.
-    let s = stage.compiled.stats();
-    assert_eq!(s.runs, set_up.runs + frames);
-    assert_eq!(
-        (s.host_bindings, s.buffers_created, s.buffers_destroyed),
-        (
-            set_up.host_bindings,
-            set_up.buffers_created,
-            set_up.buffers_destroyed
-        )
-    );
-    assert_eq!(stage.compiled.input_host_address(0).unwrap(), pin.as_ptr());
+    // Every frame ran the two-face model once on the binding made at set-up: no
+    // rebinding, no buffer created, LiteRT still reading the batch's pin; the other
+    // batch sizes did not run.
+    for (k, (compiled, before)) in (1..).zip(stage.compiled.iter().zip(&set_up)) {
+        let s = compiled.stats();
+        assert_eq!(s.runs, if k == 2 { frames } else { 0 }, "batch of {k}");
+        assert_eq!(
+            (s.host_bindings, s.buffers_created, s.buffers_destroyed),
+            (
+                before.host_bindings,
+                before.buffers_created,
+                before.buffers_destroyed
+            ),
+            "batch of {k}"
+        );
+        assert_eq!(compiled.input_host_address(0).unwrap(), pin.as_ptr());
+    }
 }

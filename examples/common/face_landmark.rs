@@ -4,10 +4,12 @@
 //!
 //! Each face box becomes a square crop of the camera frame with MediaPipe's margin
 //! (`regions::crop_for_box`, 1.5 times the box); one `convert_batch` stretches every crop
-//! into its slice of a `[N, 192, 192, 3]` batch tensor; the model, compiled once and
-//! resized to that batch (`CompiledModel::resize_input`), has the batch tensor bound once
-//! and reads all N slices in one run; each face's landmarks are mapped back to camera
-//! pixels through its own `ConvertInfo`. MediaPipe also rotates the crop so the eyes are
+//! into its slice of a `[N, 192, 192, 3]` batch tensor; one run of the model reads the k
+//! slices of this frame's k faces; each face's landmarks are mapped back to camera pixels
+//! through its own `ConvertInfo`. The model is compiled once per batch size k = 1..=N,
+//! resized to `[k, 192, 192, 3]` (`CompiledModel::resize_input`) and bound once to the
+//! first k slices of the one batch tensor (`bind_input_slices`): no frame binds anything,
+//! and no run reads a slice this frame did not fill. MediaPipe also rotates the crop so the eyes are
 //! level; this stage does not (the crops are upright), which suits faces that are.
 //! Shared by `examples/detect.rs` and `tests/litert.rs`.
 #![allow(dead_code)]
@@ -47,19 +49,22 @@ pub struct FaceLandmarks {
     pub points: Vec<[f64; 2]>,
 }
 
-/// The face mesh model with its input resized to a batch and bound once to a batch tensor.
+/// The face mesh model for batches of 1 to N faces, all bound once to one batch tensor.
 pub struct LandmarkStage {
-    /// The compiled model (input `[capacity, 192, 192, 3]`).
-    pub compiled: CompiledModel,
+    /// `compiled[k - 1]` takes k faces: input `[k, 192, 192, 3]`, bound to the first k
+    /// slices of `batch`.
+    pub compiled: Vec<CompiledModel>,
     /// The batch tensor bound as the model's input.
     pub batch: Tensor<f32>,
     /// The conversion of every crop: stretched (the crop is already square) into 0..1.
     pub options: ConvertOptions,
+    /// Faces in the batch the last `convert` filled.
+    faces: usize,
 }
 
 impl LandmarkStage {
-    /// Compiles `model` for the CPU, resizes its input to a batch of `capacity` faces,
-    /// allocates the batch tensor in `memory` and binds it, once.
+    /// Allocates the batch tensor of `capacity` faces in `memory` and compiles `model`
+    /// for the CPU once per batch size, each resized and bound to its slices, once.
     pub fn new(
         model: &Model,
         capacity: usize,
@@ -86,8 +91,6 @@ impl LandmarkStage {
             ));
         }
         let input = model.inputs()[0].image_input()?;
-        let mut compiled = CompiledModel::new(model, &[Accelerator::Cpu])?;
-        compiled.resize_input(0, &[capacity, 192, 192, 3])?;
         let batch = Tensor::<f32>::image_batch(
             capacity,
             input.width,
@@ -95,10 +98,17 @@ impl LandmarkStage {
             input.pixel_format(),
             memory,
         )?;
-        compiled.bind_input(0, &batch)?;
+        let mut compiled = Vec::with_capacity(capacity);
+        for k in 1..=capacity {
+            let mut c = CompiledModel::new(model, &[Accelerator::Cpu])?;
+            c.resize_input(0, &[k, 192, 192, 3])?;
+            c.bind_input_slices(0, &batch, k)?;
+            compiled.push(c);
+        }
         Ok(LandmarkStage {
             compiled,
             batch,
+            faces: 0,
             options: ConvertOptions {
                 fit: Fit::Stretch,
                 normalize: Normalize::IDENTITY,
@@ -131,13 +141,37 @@ impl LandmarkStage {
             .iter()
             .map(|&c| BatchItem::tensor(frame).with_crop(c))
             .collect();
-        proc.convert_batch(&items, &mut self.batch, &self.options)
+        self.faces = 0;
+        let infos = proc.convert_batch(&items, &mut self.batch, &self.options)?;
+        self.faces = infos.len();
+        Ok(infos)
     }
 
-    /// One run of the model over the whole batch (the slices past this frame's faces
-    /// hold an earlier frame's crops; their results are not read).
+    /// The compiled model that reads the faces of the last `convert`.
+    pub fn current(&self) -> Result<&CompiledModel> {
+        self.faces
+            .checked_sub(1)
+            .and_then(|k| self.compiled.get(k))
+            .ok_or_else(|| Error::InvalidArgument("no faces converted; call convert".into()))
+    }
+
+    /// One run over the faces of the last `convert` (its batch size's model, which reads
+    /// just those slices).
     pub fn infer(&mut self) -> Result<()> {
-        self.compiled.run()
+        self.current()?;
+        self.compiled[self.faces - 1].run()
+    }
+
+    /// Runs, bindings and buffers created, over every batch size's model.
+    pub fn totals(&self) -> (u64, u64, u64) {
+        self.compiled.iter().fold((0, 0, 0), |(r, b, c), m| {
+            let s = m.stats();
+            (
+                r + s.runs,
+                b + s.host_bindings + s.dmabuf_bindings,
+                c + s.buffers_created,
+            )
+        })
     }
 
     /// The landmarks of the first `infos.len()` slices, mapped to camera pixels.
@@ -147,8 +181,17 @@ impl LandmarkStage {
         infos: &[ConvertInfo],
         out: &mut Vec<FaceLandmarks>,
     ) -> Result<()> {
-        let points: &[f32] = self.compiled.output(0)?;
-        let flags: &[f32] = self.compiled.output(1)?;
+        let compiled = self.current()?;
+        if infos.len() != self.faces || crops.len() != self.faces {
+            return Err(Error::InvalidArgument(format!(
+                "{} crops and {} infos for a batch of {} faces",
+                crops.len(),
+                infos.len(),
+                self.faces
+            )));
+        }
+        let points: &[f32] = compiled.output(0)?;
+        let flags: &[f32] = compiled.output(1)?;
         out.clear();
         for (i, (crop, info)) in crops.iter().zip(infos).enumerate() {
             let slice = &points[i * LANDMARKS * 3..(i + 1) * LANDMARKS * 3];

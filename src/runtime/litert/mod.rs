@@ -32,6 +32,9 @@
 //! [`CompiledModel::resize_input`] first (LiteRT's non-strict resize: the outputs follow,
 //! reallocated at their new shapes); one run then reads every slice a
 //! [`convert_batch`](crate::ImageProcessor::convert_batch) wrote.
+//! [`CompiledModel::bind_input_slices`] binds the first k slices of a batch to a
+//! `[k, H, W, C]` input, so one batch tensor serves a model per batch size, each bound
+//! once, and a frame with k items runs only its k slices.
 //!
 //! ```no_run
 //! use pinframe::runtime::litert::{Accelerator, CompiledModel, Environment, Model};
@@ -1169,15 +1172,16 @@ impl CompiledModel {
         Ok(buffer)
     }
 
-    /// Checks that `tensor` is what input `index` reads: its element type, its shape
-    /// (leading 1s aside; an image tensor's dimensions in its own order, `[H, W, C]` or
-    /// `[C, H, W]`), dense rows, the byte length and LiteRT's 64-byte alignment. The
-    /// error says what the model expects.
+    /// Checks that `tensor` (its first `count` slices, for a batch) is what input `index`
+    /// reads: its element type, its shape (leading 1s aside; an image tensor's dimensions
+    /// in its own order, `[H, W, C]` or `[C, H, W]`), dense rows, the byte length and
+    /// LiteRT's 64-byte alignment. The error says what the model expects.
     fn check_binding<T: Element>(
         &self,
         index: usize,
         tensor: &Tensor<T>,
         pin: &HostPin<'static>,
+        count: usize,
     ) -> Result<usize> {
         let info = self.input_info(index)?;
         let expected = || format!("input {index} {info}");
@@ -1207,8 +1211,13 @@ impl CompiledModel {
         // An image tensor's shape is its layout's (a DMA buffer given a layout afterwards
         // with `set_layout` keeps its flat allocation shape); a batch's is its own,
         // `[N, ...]` of its slices' (a batched model input takes the whole batch).
+        let batch = tensor.layout().is_some() && tensor.batch_len() > 1;
         let shape = match tensor.layout() {
-            Some(_) if tensor.batch_len() > 1 => tensor.shape().to_vec(),
+            Some(_) if batch => {
+                let mut s = tensor.shape().to_vec();
+                s[0] = count;
+                s
+            }
             Some(l) => l.shape(),
             None => tensor.shape().to_vec(),
         };
@@ -1235,11 +1244,22 @@ impl CompiledModel {
                 Error::InvalidArgument(format!("{} reads a dense tensor; {why}", expected()))
             })?;
         }
-        if pin.len() != want {
+        // The bytes bound: the first `count` slices of a batch, else the whole pin.
+        let have = if batch {
+            count * tensor.slice_bytes()
+        } else {
+            pin.len()
+        };
+        if have != want || have > pin.len() {
             return Err(Error::InvalidArgument(format!(
-                "{} reads {want} bytes; this tensor's pin has {}",
+                "{} reads {want} bytes; this tensor's pin has {}{}",
                 expected(),
-                pin.len()
+                pin.len(),
+                if batch && count < tensor.batch_len() {
+                    format!(" ({have} in its first {count} slices)")
+                } else {
+                    String::new()
+                }
             )));
         }
         if pin.alignment() < HOST_MEMORY_ALIGNMENT {
@@ -1253,11 +1273,10 @@ impl CompiledModel {
             )));
         }
         let (required, _) = self.requirements_size(index, false)?;
-        if required > pin.len() {
+        if required > have {
             return Err(Error::InvalidArgument(format!(
-                "{}: the compiled model wants a {required}-byte buffer; this tensor has {}",
+                "{}: the compiled model wants a {required}-byte buffer; this tensor has {have}",
                 expected(),
-                pin.len()
             )));
         }
         Ok(want)
@@ -1420,8 +1439,41 @@ impl CompiledModel {
     /// replaces its buffer. A mismatch (element type, shape, non-dense rows, byte length,
     /// alignment) is an [`Error::InvalidArgument`] that says what the model expects.
     pub fn bind_input<T: Element>(&mut self, index: usize, tensor: &Tensor<T>) -> Result<Binding> {
+        self.bind(index, tensor, tensor.batch_len())
+    }
+
+    /// [`bind_input`](Self::bind_input) of the first `count` slices of a batch tensor
+    /// ([`Tensor::image_batch`]) to an input of shape `[count, ...]`: one batch tensor,
+    /// filled by one [`convert_batch`](crate::ImageProcessor::convert_batch), serves
+    /// models resized ([`resize_input`](Self::resize_input)) to each batch size a frame
+    /// may need, each bound once, so a run reads only the slices this frame filled. The
+    /// binding starts at the tensor's address (slice 0, LiteRT's alignment holds) and
+    /// keeps a pin of the whole tensor. `count` is 1 to the batch's length.
+    pub fn bind_input_slices<T: Element>(
+        &mut self,
+        index: usize,
+        tensor: &Tensor<T>,
+        count: usize,
+    ) -> Result<Binding> {
+        if count == 0 || count > tensor.batch_len() {
+            return Err(Error::InvalidArgument(format!(
+                "bind_input_slices({index}, .., {count}): the tensor holds {} slice(s); bind 1 \
+                 to {}",
+                tensor.batch_len(),
+                tensor.batch_len()
+            )));
+        }
+        self.bind(index, tensor, count)
+    }
+
+    fn bind<T: Element>(
+        &mut self,
+        index: usize,
+        tensor: &Tensor<T>,
+        count: usize,
+    ) -> Result<Binding> {
         let pin = tensor.pin_host()?;
-        let len = self.check_binding(index, tensor, &pin)?;
+        let len = self.check_binding(index, tensor, &pin, count)?;
         let ty = self.input_infos[index].raw_type;
         let (buffer, binding) = if pin.memory() == Memory::Dma {
             match self.try_dmabuf(index, &ty, &pin, len)? {
