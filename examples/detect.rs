@@ -6,7 +6,8 @@
 //!     [--image target/assets/images/astronaut.png | --device /dev/video0 | --synthetic]
 //!     [--model target/assets/models/face_detection_short_range.tflite] [--frames N]
 //!     [--format yuyv|nv12] [--size WxH] [--backend auto|cpu|gl] [--memory auto|heap|shm|dma]
-//!     [--snapshot out.png]
+//!     [--snapshot out.png] [--landmarks [target/assets/models/face_landmark.tflite]]
+//!     [--max-faces N]
 //! ```
 //!
 //! The source is a V4L2 camera, the synthetic camera (a test pattern: no faces), or an
@@ -17,9 +18,19 @@
 //! are mapped back to camera pixels through the `ConvertInfo`. Prints the detections, the
 //! time per stage (convert, inference, decode) and the end-to-end fps; `--snapshot` draws
 //! the last frame's detections on the camera frame.
+//!
+//! `--landmarks` adds a second stage (`common/face_landmark.rs`): every detected face
+//! becomes a square crop of the camera frame with a margin (`regions::crop_for_box`), one
+//! `convert_batch` fills the first k slices of a `[N, 192, 192, 3]` batch tensor with the
+//! frame's k faces (N = `--max-faces`), MediaPipe's face mesh model runs once on those k
+//! slices (compiled once per batch size, resized to `[k, 192, 192, 3]` and bound to the
+//! first k slices once, at set-up), and each face's 468 landmarks are mapped back to
+//! camera pixels through its own `ConvertInfo`; `--snapshot` draws the landmarks too.
 
 #[path = "common/blazeface.rs"]
 mod blazeface;
+#[path = "common/face_landmark.rs"]
+mod face_landmark;
 #[path = "common/yuv.rs"]
 mod yuv;
 
@@ -29,7 +40,9 @@ use std::time::{Duration, Instant};
 
 use blazeface::Detection;
 use clap::Parser;
+use face_landmark::{FaceLandmarks, LandmarkStage};
 use pinframe::camera::{Camera, CameraConfig};
+use pinframe::convert::regions::{DetectionBox, box_to_source};
 use pinframe::runtime::litert::{Accelerator, CompiledModel, Environment, Model};
 use pinframe::{
     Backend, ConvertInfo, ConvertOptions, Error, Fit, ImageProcessor, Memory, MemoryRequest,
@@ -72,6 +85,17 @@ struct Args {
     /// Draw the last frame's detections on the camera frame and write it as a PNG.
     #[arg(long)]
     snapshot: Option<PathBuf>,
+    /// Second stage: 468 landmarks of every face from MediaPipe's face mesh model (the
+    /// path, or scripts/assets' copy when none is given), all faces in one batched run.
+    #[arg(
+        long,
+        num_args = 0..=1,
+        default_missing_value = "target/assets/models/face_landmark.tflite"
+    )]
+    landmarks: Option<PathBuf>,
+    /// The landmark batch: faces per frame given landmarks (more are left out).
+    #[arg(long, default_value_t = 4)]
+    max_faces: usize,
 }
 
 fn parse_size(s: &str) -> std::result::Result<(u32, u32), String> {
@@ -178,6 +202,39 @@ fn print_detections(label: &str, found: &[Detection], info: &ConvertInfo) {
     }
 }
 
+/// A detection's box in camera pixels.
+fn camera_box(d: &Detection, info: &ConvertInfo) -> DetectionBox {
+    let b = d.bbox.map(f64::from);
+    box_to_source(info, DetectionBox::new(b[0], b[1], b[2], b[3]))
+}
+
+fn print_landmarks(marks: &[FaceLandmarks]) {
+    for (i, m) in marks.iter().enumerate() {
+        let at = |k: usize| format!("({:.0}, {:.0})", m.points[k][0], m.points[k][1]);
+        let (mut x0, mut y0, mut x1, mut y1) = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
+        for p in &m.points {
+            (x0, y0, x1, y1) = (x0.min(p[0]), y0.min(p[1]), x1.max(p[0]), y1.max(p[1]));
+        }
+        println!(
+            "  face {i}: crop {}x{} at ({}, {}), presence {:.3}, {} landmarks in \
+             ({x0:.0}, {y0:.0})-({x1:.0}, {y1:.0}) camera px: eyes {} {}, nose {}, mouth {} {}, \
+             chin {}",
+            m.crop.width,
+            m.crop.height,
+            m.crop.x,
+            m.crop.y,
+            m.presence,
+            m.points.len(),
+            at(face_landmark::RIGHT_EYE_OUTER),
+            at(face_landmark::LEFT_EYE_OUTER),
+            at(face_landmark::NOSE_TIP),
+            at(face_landmark::UPPER_LIP),
+            at(face_landmark::LOWER_LIP),
+            at(face_landmark::CHIN),
+        );
+    }
+}
+
 fn run(args: &Args) -> Result<()> {
     if args.frames == 0 {
         return Err(Error::InvalidArgument("--frames must be at least 1".into()));
@@ -224,6 +281,22 @@ fn run(args: &Args) -> Result<()> {
         },
         ..ConvertOptions::for_input(&input)
     };
+    let mut stage = match &args.landmarks {
+        Some(path) => {
+            let mesh = Model::from_file(&env, path)?;
+            let stage = LandmarkStage::new(&mesh, args.max_faces, memory)?;
+            println!(
+                "landmarks: {} | compiled for 1 to {n} faces, input resized to [k, 192, 192, 3] \
+                 and bound once to the first k slices of one {} batch tensor of {n} ({} bytes)",
+                path.display(),
+                stage.batch.memory(),
+                stage.batch.pin_host()?.len(),
+                n = stage.capacity(),
+            );
+            Some(stage)
+        }
+        None => None,
+    };
     let mut proc = ImageProcessor::with_backend(args.backend)?;
     println!("backend: {}", proc.backend());
     let mut source = open_source(args)?;
@@ -235,33 +308,39 @@ fn run(args: &Args) -> Result<()> {
     let mut last_info = None;
     let mut first_reported = false;
     let mut snapshot_frame: Option<Tensor<u8>> = None;
+    let (mut boxes, mut marks) = (Vec::new(), Vec::new());
+    let (mut t_crops, mut t_mesh, mut t_mesh_decode) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let (mut stage_frames, mut stage_faces) = (0u32, 0usize);
+    let is_camera = matches!(source, Source::Camera(_));
     let start = Instant::now();
     for i in 0..args.frames {
         let t0 = Instant::now();
-        let info = match &mut source {
+        let camera_frame;
+        let frame: &Tensor<u8> = match &mut source {
             Source::Camera(cam) => {
-                let frame = cam.next_frame()?;
-                let info = proc.convert_with(&frame, &mut tensor, &options)?;
-                if i + 1 == args.frames && args.snapshot.is_some() {
-                    // Keep the last camera frame to draw on.
-                    let layout = *frame
-                        .layout()
-                        .ok_or_else(|| Error::InvalidArgument("a frame without a layout".into()))?;
-                    let mut copy = Tensor::<u8>::with_layout(layout, Some(Memory::Heap))?;
-                    {
-                        let from = frame.map()?;
-                        let mut to = copy.map_mut()?;
-                        for b in 0..layout.buffer_count() {
-                            let n = layout.required_len(b);
-                            to.buffer_bytes_mut(b)[..n].copy_from_slice(&from.buffer_bytes(b)[..n]);
-                        }
-                    }
-                    snapshot_frame = Some(copy);
-                }
-                info
+                camera_frame = cam.next_frame()?;
+                &camera_frame
             }
-            Source::Image(frame) => proc.convert_with(&*frame, &mut tensor, &options)?,
+            Source::Image(frame) => frame,
         };
+        let info = proc.convert_with(frame, &mut tensor, &options)?;
+        if i + 1 == args.frames && args.snapshot.is_some() && is_camera {
+            // Keep the last camera frame to draw on.
+            let layout = *frame
+                .layout()
+                .ok_or_else(|| Error::InvalidArgument("a frame without a layout".into()))?;
+            let mut copy = Tensor::<u8>::with_layout(layout, Some(Memory::Heap))?;
+            {
+                let from = frame.map()?;
+                let mut to = copy.map_mut()?;
+                for b in 0..layout.buffer_count() {
+                    let n = layout.required_len(b);
+                    to.buffer_bytes_mut(b)[..n].copy_from_slice(&from.buffer_bytes(b)[..n]);
+                }
+            }
+            snapshot_frame = Some(copy);
+        }
         let t1 = Instant::now();
         compiled.run()?;
         let t2 = Instant::now();
@@ -276,8 +355,31 @@ fn run(args: &Args) -> Result<()> {
         t_convert += t1 - t0;
         t_infer += t2 - t1;
         t_decode += t3 - t2;
+        if let Some(stage) = &mut stage {
+            boxes.clear();
+            boxes.extend(found.iter().map(|d| camera_box(d, &info)));
+            marks.clear();
+            if !boxes.is_empty() {
+                let layout = frame
+                    .layout()
+                    .ok_or_else(|| Error::InvalidArgument("a frame without a layout".into()))?;
+                let crops = stage.crops(&boxes, layout.width(), layout.height())?;
+                let infos = stage.convert(&mut proc, frame, &crops)?;
+                let t4 = Instant::now();
+                stage.infer()?;
+                let t5 = Instant::now();
+                stage.decode(&crops, &infos, &mut marks)?;
+                let t6 = Instant::now();
+                t_crops += t4 - t3;
+                t_mesh += t5 - t4;
+                t_mesh_decode += t6 - t5;
+                stage_frames += 1;
+                stage_faces += crops.len();
+            }
+        }
         if !first_reported {
             print_detections("frame 0", &found, &info);
+            print_landmarks(&marks);
             first_reported = true;
         }
         last_info = Some(info);
@@ -285,6 +387,7 @@ fn run(args: &Args) -> Result<()> {
     let elapsed = start.elapsed();
     let info = last_info.expect("at least one frame");
     print_detections(&format!("frame {}", args.frames - 1), &found, &info);
+    print_landmarks(&marks);
     let n = args.frames;
     println!(
         "per frame: convert {:.2} ms, inference {:.2} ms, decode {:.3} ms; end to end {:.1} fps \
@@ -295,6 +398,19 @@ fn run(args: &Args) -> Result<()> {
         f64::from(n) / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
     );
+    if let Some(stage) = &stage {
+        let (runs, bindings, created) = stage.totals();
+        println!(
+            "landmarks, per frame with faces ({stage_frames} frames, {stage_faces} faces, at \
+             most {} a batch): crops + convert_batch {:.2} ms, inference {:.2} ms, decode \
+             {:.3} ms; runtime: {runs} runs, {bindings} input binding(s) (one per batch \
+             size), {created} buffers created",
+            stage.capacity(),
+            ms(t_crops, stage_frames),
+            ms(t_mesh, stage_frames),
+            ms(t_mesh_decode, stage_frames),
+        );
+    }
     let s = compiled.stats();
     println!(
         "runtime: {} runs, {} buffers created (input + outputs, once), {} dma-buf bindings, {} \
@@ -310,7 +426,7 @@ fn run(args: &Args) -> Result<()> {
             Source::Image(frame) => *frame,
             Source::Camera(_) => snapshot_frame.expect("kept the last frame"),
         };
-        snapshot(&mut proc, &frame, &found, &info, path)?;
+        snapshot(&mut proc, &frame, &found, &marks, &info, path)?;
     }
     Ok(())
 }
@@ -320,6 +436,7 @@ fn snapshot(
     proc: &mut ImageProcessor,
     frame: &Tensor<u8>,
     found: &[Detection],
+    marks: &[FaceLandmarks],
     info: &ConvertInfo,
     path: &Path,
 ) -> Result<()> {
@@ -363,12 +480,18 @@ fn snapshot(
             }
         }
     }
+    for m in marks {
+        for p in &m.points {
+            put(p[0], p[1], [0, 255, 255]);
+        }
+    }
     img.save(path)
         .map_err(|e| Error::InvalidArgument(format!("writing {}: {e}", path.display())))?;
     println!(
-        "snapshot: {} ({} detection(s) drawn)",
+        "snapshot: {} ({} detection(s), {} face(s) of landmarks drawn)",
         path.display(),
-        found.len()
+        found.len(),
+        marks.len()
     );
     Ok(())
 }

@@ -9,9 +9,18 @@
 //! and under `CI=true` fails.
 #![cfg(feature = "litert")]
 
+#[cfg(feature = "cli")]
+#[path = "../examples/common/blazeface.rs"]
+mod blazeface;
 mod common;
+#[cfg(feature = "cli")]
+#[path = "../examples/common/face_landmark.rs"]
+mod face_landmark;
 #[path = "common/reference.rs"]
 mod reference;
+#[cfg(feature = "cli")]
+#[path = "../examples/common/yuv.rs"]
+mod yuv;
 
 use common::litert::{environment, face_model, scratch_file};
 use common::tflite;
@@ -637,5 +646,384 @@ fn a_batched_input_is_bound_once_to_a_batch_tensor() {
         // Each slice is its own crop (the slices differ).
         let slice = (w * h * 3) as usize;
         assert_ne!(stored[..slice], stored[slice..2 * slice]);
+    }
+}
+
+/// A model exported for one image (`[1, H, W, 3]` uint8 → DEQUANTIZE) resized to a batch
+/// of 3: LiteRT reports the new input and output shapes, the outputs are reallocated at
+/// the new size, the earlier binding is dropped (a run without a new one is refused),
+/// and the batch tensor bound once is read slice by slice, batch after batch.
+#[test]
+fn a_model_for_one_image_is_resized_to_a_batch() {
+    let test = "a_model_for_one_image_is_resized_to_a_batch";
+    let Some(env) = environment(test) else {
+        return;
+    };
+    let (n, w, h) = (3usize, 40u32, 32u32);
+    let scale = 1.0f32 / 255.0;
+    let model = dequantize_model(
+        &env,
+        test,
+        &[1, h as i32, w as i32, 3],
+        tflite::UINT8,
+        scale,
+        0,
+    );
+    let mut compiled = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    let err = |e: Error| e.to_string();
+    // Bad shapes are refused before LiteRT is asked.
+    let e = err(compiled
+        .resize_input(0, &[n, h as usize, w as usize])
+        .unwrap_err());
+    assert!(e.contains("rank 4") && e.contains("rank 3"), "{e}");
+    let e = err(compiled
+        .resize_input(0, &[0, h as usize, w as usize, 3])
+        .unwrap_err());
+    assert!(e.contains("every dimension"), "{e}");
+    assert!(err(compiled.resize_input(1, &[n]).unwrap_err()).contains("has 1 input"));
+    // The current shape: nothing happens.
+    let single = Tensor::<u8>::image(w, h, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+    compiled.bind_input(0, &single).unwrap();
+    let before = compiled.stats();
+    compiled
+        .resize_input(0, &[1, h as usize, w as usize, 3])
+        .unwrap();
+    assert_eq!(compiled.stats(), before);
+    assert_eq!(compiled.input_binding(0), Some(Binding::HostMemory));
+
+    compiled
+        .resize_input(0, &[n, h as usize, w as usize, 3])
+        .unwrap();
+    let batch_shape = [n as i64, i64::from(h), i64::from(w), 3];
+    assert_eq!(compiled.inputs()[0].shape, batch_shape);
+    assert_eq!(compiled.outputs()[0].shape, batch_shape);
+    assert_eq!(compiled.outputs()[0].element_type, ElementType::F32);
+    // The model keeps the file's description.
+    assert_eq!(model.inputs()[0].shape, [1, i64::from(h), i64::from(w), 3]);
+    // The old binding went with the old shape (its buffer destroyed, and the output's
+    // replaced by one of the new size).
+    assert_eq!(compiled.input_binding(0), None);
+    let e = err(compiled.run().unwrap_err());
+    assert!(
+        e.contains("not bound") && e.contains("[3, 32, 40, 3]"),
+        "{e}"
+    );
+    let s = compiled.stats();
+    assert_eq!(
+        (s.buffers_created, s.buffers_destroyed),
+        (before.buffers_created + 1, before.buffers_destroyed + 2)
+    );
+    // The single image no longer fits; the batch does, once.
+    let e = err(compiled.bind_input(0, &single).unwrap_err());
+    assert!(e.contains("[3, 32, 40, 3]"), "{e}");
+    let mut batch =
+        Tensor::<u8>::image_batch(n, w, h, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+    assert_eq!(compiled.bind_input(0, &batch).unwrap(), Binding::HostMemory);
+    let pin = batch.pin_host().unwrap();
+    assert_eq!(compiled.input_host_address(0).unwrap(), pin.as_ptr());
+    let bound = compiled.stats();
+
+    let src = ImageLayout::new(320, 240, PixelFormat::Yuyv).unwrap();
+    let bufs = random_buffers(&src, &mut Rng::new(23), 0);
+    let mut frame = Tensor::<u8>::with_layout(src, Some(Memory::Heap)).unwrap();
+    frame.map_mut().unwrap().copy_from_slice(&bufs[0]);
+    let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+    let slice = (w * h * 3) as usize;
+    for round in 0..3u32 {
+        let items: Vec<pinframe::BatchItem<'_>> = (0..n as u32)
+            .map(|i| {
+                pinframe::BatchItem::tensor(&frame).with_crop(pinframe::Crop::new(
+                    30 * i + 11 * round,
+                    20 * i,
+                    100,
+                    80,
+                ))
+            })
+            .collect();
+        proc.convert_batch(&items, &mut batch, &ConvertOptions::default())
+            .unwrap();
+        compiled.run().unwrap();
+        let stored: Vec<u8> = batch.map().unwrap().to_vec();
+        let out: &[f32] = compiled.output(0).unwrap();
+        assert_eq!(out.len(), n * slice);
+        for (k, (&o, &q)) in out.iter().zip(&stored).enumerate() {
+            assert_eq!(
+                o,
+                scale * f32::from(q),
+                "round {round}: slice {} element {}",
+                k / slice,
+                k % slice
+            );
+        }
+        assert_ne!(stored[slice..2 * slice], stored[2 * slice..]);
+    }
+    // Three batches: three runs, nothing bound or created again.
+    let s = compiled.stats();
+    assert_eq!(s.runs, bound.runs + 3);
+    assert_eq!(
+        (s.buffers_created, s.host_bindings),
+        (bound.buffers_created, bound.host_bindings)
+    );
+
+    // The same model for two images, bound to the first two slices of the same batch:
+    // it reads exactly those, from the batch's own address.
+    let mut two = CompiledModel::new(&model, &[Accelerator::Cpu]).unwrap();
+    two.resize_input(0, &[2, h as usize, w as usize, 3])
+        .unwrap();
+    for bad in [0, n + 1] {
+        let e = err(two.bind_input_slices(0, &batch, bad).unwrap_err());
+        assert!(e.contains("holds 3 slice(s)"), "{e}");
+    }
+    let e = err(two.bind_input_slices(0, &batch, 3).unwrap_err());
+    assert!(
+        e.contains("[2, 32, 40, 3]") && e.contains("[3, 32, 40, 3]"),
+        "{e}"
+    );
+    let e = err(two.bind_input(0, &batch).unwrap_err());
+    assert!(e.contains("[2, 32, 40, 3]"), "{e}");
+    assert_eq!(
+        two.bind_input_slices(0, &batch, 2).unwrap(),
+        Binding::HostMemory
+    );
+    assert_eq!(two.input_host_address(0).unwrap(), pin.as_ptr());
+    compiled.run().unwrap();
+    two.run().unwrap();
+    let stored: Vec<u8> = batch.map().unwrap().to_vec();
+    let out: &[f32] = two.output(0).unwrap();
+    assert_eq!(out.len(), 2 * slice);
+    assert!(
+        out.iter()
+            .zip(&stored)
+            .all(|(&o, &q)| o == scale * f32::from(q))
+    );
+    assert_eq!(out, &compiled.output::<f32>(0).unwrap()[..2 * slice]);
+    assert_eq!(two.stats().host_bindings, 1);
+}
+
+/// The whole two-stage path on a photograph: the face detector finds the face in a YUYV
+/// camera frame; its box becomes square crops (the stage's 1.5 margin, and a tighter 1.2
+/// one, so the batch of 3 holds two faces and one slice stays unused); one
+/// `convert_batch` fills the batch tensor; the face mesh model for two faces (resized to
+/// 2 and bound once to the first two slices) runs once and gives both crops' 468
+/// landmarks, mapped back to camera pixels. Each slice holds exactly the
+/// bytes of a single `convert_with` of its crop, each item's landmarks equal a run of the
+/// model as shipped (batch 1) on that single conversion, the landmarks lie on the face
+/// (eyes above the mouth, every point inside the detection box grown by the margin), and
+/// three frames bind nothing again.
+#[cfg(feature = "cli")]
+#[test]
+fn landmarks_of_every_face_come_from_one_batch_bound_once() {
+    use common::litert::{astronaut, landmark_model};
+    use face_landmark::{LANDMARKS, LandmarkStage};
+    use pinframe::convert::regions::{self, DetectionBox, RegionAspect};
+
+    let test = "landmarks_of_every_face_come_from_one_batch_bound_once";
+    let (Some(env), Some(detector_path), Some(mesh_path), Some(photo)) = (
+        environment(test),
+        face_model(test),
+        landmark_model(test),
+        astronaut(test),
+    ) else {
+        return;
+    };
+    let rgb = image::open(&photo).unwrap().to_rgb8();
+    let (fw, fh) = (512u32, 384u32);
+    let (layout, bytes) = yuv::encode(&rgb, fw, fh, PixelFormat::Yuyv);
+    let mut frame = Tensor::<u8>::with_layout(layout, Some(Memory::Heap)).unwrap();
+    frame.map_mut().unwrap().copy_from_slice(&bytes);
+    let mut proc = ImageProcessor::with_backend(Backend::Cpu).unwrap();
+
+    // Stage one: the detector, its input bound once.
+    let detector_model = Model::from_file(&env, &detector_path).unwrap();
+    let det_input = detector_model.inputs()[0].image_input().unwrap();
+    let det_options = face_options(&det_input);
+    let mut det_tensor =
+        Tensor::<f32>::with_layout(det_input.image_layout().unwrap(), Some(Memory::Heap)).unwrap();
+    let mut detector = CompiledModel::new(&detector_model, &[Accelerator::Cpu]).unwrap();
+    detector.bind_input(0, &det_tensor).unwrap();
+    let anchors = blazeface::anchors();
+    let (mut scratch, mut found) = (Vec::new(), Vec::new());
+
+    // Stage two: the mesh model resized to a batch of 3, the batch bound once.
+    let mesh_model = Model::from_file(&env, &mesh_path).unwrap();
+    let mut stage = LandmarkStage::new(&mesh_model, 3, Memory::Heap).unwrap();
+    assert_eq!(stage.compiled.len(), 3);
+    for (k, compiled) in (1..).zip(&stage.compiled) {
+        assert_eq!(compiled.inputs()[0].shape, [k, 192, 192, 3]);
+        assert_eq!(
+            compiled.outputs()[0].element_count(),
+            Some(k as usize * 1404)
+        );
+        assert_eq!(compiled.outputs()[1].element_count(), Some(k as usize));
+    }
+    let pin = stage.batch.pin_host().unwrap();
+    // Every batch size's model reads the one batch tensor, from its first slice.
+    for compiled in &stage.compiled {
+        assert_eq!(compiled.input_host_address(0).unwrap(), pin.as_ptr());
+    }
+    let set_up: Vec<_> = stage.compiled.iter().map(|c| c.stats()).collect();
+    assert!(set_up.iter().all(|s| s.host_bindings == 1 && s.runs == 0));
+
+    // The reference: the model as shipped (batch 1) on a single conversion.
+    let mut single_mesh = CompiledModel::new(&mesh_model, &[Accelerator::Cpu]).unwrap();
+    let mut single = Tensor::<f32>::image(192, 192, PixelFormat::Rgb, Some(Memory::Heap)).unwrap();
+    single_mesh.bind_input(0, &single).unwrap();
+
+    let mut faces = Vec::new();
+    let mut worst_vs_single = 0.0f32;
+    let frames = 3;
+    for frame_no in 0..frames {
+        let det_info = proc
+            .convert_with(&frame, &mut det_tensor, &det_options)
+            .unwrap();
+        detector.run().unwrap();
+        blazeface::decode(
+            &anchors,
+            detector.output(0).unwrap(),
+            detector.output(1).unwrap(),
+            &mut scratch,
+            &mut found,
+        );
+        assert_eq!(found.len(), 1, "frame {frame_no}: {found:?}");
+        let b = found[0].bbox.map(f64::from);
+        let face = regions::box_to_source(&det_info, DetectionBox::new(b[0], b[1], b[2], b[3]));
+        let mut crops = stage.crops(&[face], fw, fh).unwrap();
+        crops.push(regions::crop_for_box(face, fw, fh, 1.2, RegionAspect::Square).unwrap());
+        assert_eq!(crops[0].width, crops[0].height);
+        let infos = stage.convert(&mut proc, &frame, &crops).unwrap();
+        stage.infer().unwrap();
+        stage.decode(&crops, &infos, &mut faces).unwrap();
+        assert_eq!(faces.len(), 2);
+
+        let slice_len = 192 * 192 * 3;
+        let batch_values: Vec<f32> = stage.batch.map().unwrap().to_vec();
+        let batched_points: Vec<f32> = stage.current().unwrap().output::<f32>(0).unwrap().to_vec();
+        assert_eq!(batched_points.len(), 2 * LANDMARKS * 3);
+        for (i, landmarks) in faces.iter().enumerate() {
+            // The slice is exactly a single conversion of its crop.
+            let options = ConvertOptions {
+                crop: Some(crops[i]),
+                ..stage.options
+            };
+            let single_info = proc.convert_with(&frame, &mut single, &options).unwrap();
+            assert_eq!(single_info, infos[i], "item {i}");
+            let want = single.map().unwrap();
+            let got = &batch_values[i * slice_len..(i + 1) * slice_len];
+            assert!(
+                got.iter()
+                    .zip(want.iter())
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "frame {frame_no}: slice {i} differs from the single conversion of {:?}",
+                crops[i]
+            );
+            drop(want);
+            // The batched run answers each item as the model as shipped does.
+            single_mesh.run().unwrap();
+            let alone: &[f32] = single_mesh.output(0).unwrap();
+            let batched = &batched_points[i * LANDMARKS * 3..(i + 1) * LANDMARKS * 3];
+            let worst = alone
+                .iter()
+                .zip(batched)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                worst <= 1e-3,
+                "frame {frame_no} item {i}: batched landmarks differ from a single run by \
+                 {worst} input px"
+            );
+            worst_vs_single = worst_vs_single.max(worst);
+
+            // On the face: present, eyes level and above the mouth, above the chin.
+            assert!(landmarks.presence > 0.9, "item {i}: {}", landmarks.presence);
+            let p = |k: usize| landmarks.points[k];
+            let (right_eye, left_eye) = (
+                p(face_landmark::RIGHT_EYE_OUTER),
+                p(face_landmark::LEFT_EYE_OUTER),
+            );
+            let mouth = [
+                (p(face_landmark::UPPER_LIP)[0] + p(face_landmark::LOWER_LIP)[0]) / 2.0,
+                (p(face_landmark::UPPER_LIP)[1] + p(face_landmark::LOWER_LIP)[1]) / 2.0,
+            ];
+            let (nose, chin) = (p(face_landmark::NOSE_TIP), p(face_landmark::CHIN));
+            assert!(
+                right_eye[0] < left_eye[0],
+                "item {i}: {right_eye:?} {left_eye:?}"
+            );
+            assert!((right_eye[1] - left_eye[1]).abs() < 20.0);
+            for eye in [right_eye, left_eye] {
+                assert!(
+                    eye[1] + 15.0 < mouth[1],
+                    "item {i}: eye {eye:?} mouth {mouth:?}"
+                );
+            }
+            assert!(nose[1] < mouth[1] && mouth[1] < chin[1], "item {i}");
+            assert!(
+                right_eye[0] < mouth[0] && mouth[0] < left_eye[0],
+                "item {i}"
+            );
+            // The eyes, nose and mouth inside the detection box; every point inside the
+            // box grown by the stage's margin.
+            for q in [right_eye, left_eye, nose, mouth] {
+                assert!(
+                    q[0] > face.x0 && q[0] < face.x1 && q[1] > face.y0 && q[1] < face.y1,
+                    "item {i}: {q:?} outside the detection {face:?}"
+                );
+            }
+            let (cx, cy) = ((face.x0 + face.x1) / 2.0, (face.y0 + face.y1) / 2.0);
+            let (hw, hh) = (
+                (face.x1 - face.x0) * face_landmark::MARGIN / 2.0,
+                (face.y1 - face.y0) * face_landmark::MARGIN / 2.0,
+            );
+            for (k, q) in landmarks.points.iter().enumerate() {
+                assert!(
+                    (q[0] - cx).abs() < hw && (q[1] - cy).abs() < hh,
+                    "item {i}: landmark {k} at {q:?} is outside the detection {face:?} grown \
+                     by {}",
+                    face_landmark::MARGIN
+                );
+            }
+        }
+        // The two crops of one face agree on where it is (within 3% of its width).
+        let tolerance = 0.03 * (face.x1 - face.x0);
+        for k in [
+            face_landmark::RIGHT_EYE_OUTER,
+            face_landmark::LEFT_EYE_OUTER,
+            face_landmark::NOSE_TIP,
+        ] {
+            let (a, b) = (faces[0].points[k], faces[1].points[k]);
+            assert!(
+                (a[0] - b[0]).abs() < tolerance && (a[1] - b[1]).abs() < tolerance,
+                "landmark {k}: {a:?} vs {b:?}"
+            );
+        }
+        if frame_no == 0 {
+            eprintln!(
+                "{test}: face {face:.1?}, crops {crops:?}, presence {:.3}/{:.3}, eyes {:.1?} \
+                 {:.1?}, nose {:.1?}",
+                faces[0].presence,
+                faces[1].presence,
+                faces[0].points[face_landmark::RIGHT_EYE_OUTER],
+                faces[0].points[face_landmark::LEFT_EYE_OUTER],
+                faces[0].points[face_landmark::NOSE_TIP],
+            );
+        }
+    }
+    eprintln!("{test}: batched vs single runs: largest landmark difference {worst_vs_single} px");
+    // Every frame ran the two-face model once on the binding made at set-up: no
+    // rebinding, no buffer created, LiteRT still reading the batch's pin; the other
+    // batch sizes did not run.
+    for (k, (compiled, before)) in (1..).zip(stage.compiled.iter().zip(&set_up)) {
+        let s = compiled.stats();
+        assert_eq!(s.runs, if k == 2 { frames } else { 0 }, "batch of {k}");
+        assert_eq!(
+            (s.host_bindings, s.buffers_created, s.buffers_destroyed),
+            (
+                before.host_bindings,
+                before.buffers_created,
+                before.buffers_destroyed
+            ),
+            "batch of {k}"
+        );
+        assert_eq!(compiled.input_host_address(0).unwrap(), pin.as_ptr());
     }
 }

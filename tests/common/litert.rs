@@ -55,6 +55,11 @@ pub fn face_model(test: &str) -> Option<PathBuf> {
     asset(test, "models/face_detection_short_range.tflite")
 }
 
+/// MediaPipe 0.10.14's face mesh model (468 landmarks of a 192x192 face crop).
+pub fn landmark_model(test: &str) -> Option<PathBuf> {
+    asset(test, "models/face_landmark.tflite")
+}
+
 /// scikit-image's `astronaut.png` (512x512 RGB, a face in the upper middle).
 pub fn astronaut(test: &str) -> Option<PathBuf> {
     asset(test, "images/astronaut.png")

@@ -242,6 +242,10 @@ api! {
     LiteRtGetTensorBufferHostMemory: fn(TensorBuffer, *mut *mut c_void) -> Status;
     LiteRtGetTensorBufferSize: fn(TensorBuffer, *mut usize) -> Status;
     LiteRtDestroyTensorBuffer: fn(TensorBuffer);
+    LiteRtCompiledModelResizeInputTensorNonStrict:
+        fn(CompiledModel, ParamIndex, ParamIndex, *const c_int, usize) -> Status;
+    LiteRtGetCompiledModelOutputTensorLayouts:
+        fn(CompiledModel, ParamIndex, usize, *mut Layout, bool) -> Status;
     LiteRtRunCompiledModel: fn(
         CompiledModel,
         ParamIndex,

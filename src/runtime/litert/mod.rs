@@ -25,6 +25,17 @@
 //! A DMA input is bracketed on every run like any pin holder's access: `DMA_BUF_IOCTL_SYNC`
 //! START (read) before the model runs and END after.
 //!
+//! # Batches
+//!
+//! A model input of shape `[N, H, W, C]` binds a [`Tensor::image_batch`] of N slices
+//! whole, once. A model exported for one image (`[1, H, W, C]`) is given a batch with
+//! [`CompiledModel::resize_input`] first (LiteRT's non-strict resize: the outputs follow,
+//! reallocated at their new shapes); one run then reads every slice a
+//! [`convert_batch`](crate::ImageProcessor::convert_batch) wrote.
+//! [`CompiledModel::bind_input_slices`] binds the first k slices of a batch to a
+//! `[k, H, W, C]` input, so one batch tensor serves a model per batch size, each bound
+//! once, and a frame with k items runs only its k slices.
+//!
 //! ```no_run
 //! use pinframe::runtime::litert::{Accelerator, CompiledModel, Environment, Model};
 //! use pinframe::{ConvertOptions, Fit, ImageProcessor, MemoryRequest, Normalize, Tensor};
@@ -882,6 +893,13 @@ struct Output {
 pub struct CompiledModel {
     model: Model,
     raw: ffi::CompiledModel,
+    /// The inputs and outputs as compiled: the model's, until
+    /// [`resize_input`](CompiledModel::resize_input) gives them other shapes.
+    input_infos: Vec<TensorInfo>,
+    output_infos: Vec<TensorInfo>,
+    /// Set when LiteRT took a resize but the outputs could not follow (the runs are
+    /// refused with this reason until a resize succeeds).
+    resize_incomplete: Option<String>,
     inputs: Vec<Input>,
     outputs: Vec<Output>,
     /// The buffer handles in signature order, as `LiteRtRunCompiledModel` takes them.
@@ -964,6 +982,9 @@ impl CompiledModel {
         let mut compiled = CompiledModel {
             model: model.clone(),
             raw,
+            input_infos: model.inputs().to_vec(),
+            output_infos: model.outputs().to_vec(),
+            resize_incomplete: None,
             inputs: (0..n_in).map(|_| Input::Unbound).collect(),
             outputs: Vec::with_capacity(model.outputs().len()),
             input_handles: vec![std::ptr::null_mut(); n_in],
@@ -1014,13 +1035,25 @@ impl CompiledModel {
     }
 
     fn input_info(&self, index: usize) -> Result<&TensorInfo> {
-        self.model.inputs().get(index).ok_or_else(|| {
+        self.input_infos.get(index).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "input {index} does not exist; {} has {} input(s)",
                 self.model.inner.path.display(),
-                self.model.inputs().len()
+                self.input_infos.len()
             ))
         })
+    }
+
+    /// The inputs as compiled: the model's ([`Model::inputs`]), with the shapes
+    /// [`resize_input`](Self::resize_input) gave them.
+    pub fn inputs(&self) -> &[TensorInfo] {
+        &self.input_infos
+    }
+
+    /// The outputs as compiled: the model's ([`Model::outputs`]), with the shapes LiteRT
+    /// worked out after a [`resize_input`](Self::resize_input).
+    pub fn outputs(&self) -> &[TensorInfo] {
+        &self.output_infos
     }
 
     fn requirements_size(&self, index: usize, output: bool) -> Result<(usize, Vec<c_int>)> {
@@ -1079,7 +1112,7 @@ impl CompiledModel {
     }
 
     fn allocate_output(&mut self, index: usize) -> Result<Output> {
-        let info = &self.model.outputs()[index];
+        let info = &self.output_infos[index];
         let ty = info.raw_type;
         let dense = info.byte_len().ok_or_else(|| {
             Error::Unsupported(format!(
@@ -1139,15 +1172,16 @@ impl CompiledModel {
         Ok(buffer)
     }
 
-    /// Checks that `tensor` is what input `index` reads: its element type, its shape
-    /// (leading 1s aside; an image tensor's dimensions in its own order, `[H, W, C]` or
-    /// `[C, H, W]`), dense rows, the byte length and LiteRT's 64-byte alignment. The
-    /// error says what the model expects.
+    /// Checks that `tensor` (its first `count` slices, for a batch) is what input `index`
+    /// reads: its element type, its shape (leading 1s aside; an image tensor's dimensions
+    /// in its own order, `[H, W, C]` or `[C, H, W]`), dense rows, the byte length and
+    /// LiteRT's 64-byte alignment. The error says what the model expects.
     fn check_binding<T: Element>(
         &self,
         index: usize,
         tensor: &Tensor<T>,
         pin: &HostPin<'static>,
+        count: usize,
     ) -> Result<usize> {
         let info = self.input_info(index)?;
         let expected = || format!("input {index} {info}");
@@ -1177,8 +1211,13 @@ impl CompiledModel {
         // An image tensor's shape is its layout's (a DMA buffer given a layout afterwards
         // with `set_layout` keeps its flat allocation shape); a batch's is its own,
         // `[N, ...]` of its slices' (a batched model input takes the whole batch).
+        let batch = tensor.layout().is_some() && tensor.batch_len() > 1;
         let shape = match tensor.layout() {
-            Some(_) if tensor.batch_len() > 1 => tensor.shape().to_vec(),
+            Some(_) if batch => {
+                let mut s = tensor.shape().to_vec();
+                s[0] = count;
+                s
+            }
             Some(l) => l.shape(),
             None => tensor.shape().to_vec(),
         };
@@ -1205,11 +1244,22 @@ impl CompiledModel {
                 Error::InvalidArgument(format!("{} reads a dense tensor; {why}", expected()))
             })?;
         }
-        if pin.len() != want {
+        // The bytes bound: the first `count` slices of a batch, else the whole pin.
+        let have = if batch {
+            count * tensor.slice_bytes()
+        } else {
+            pin.len()
+        };
+        if have != want || have > pin.len() {
             return Err(Error::InvalidArgument(format!(
-                "{} reads {want} bytes; this tensor's pin has {}",
+                "{} reads {want} bytes; this tensor's pin has {}{}",
                 expected(),
-                pin.len()
+                pin.len(),
+                if batch && count < tensor.batch_len() {
+                    format!(" ({have} in its first {count} slices)")
+                } else {
+                    String::new()
+                }
             )));
         }
         if pin.alignment() < HOST_MEMORY_ALIGNMENT {
@@ -1223,14 +1273,155 @@ impl CompiledModel {
             )));
         }
         let (required, _) = self.requirements_size(index, false)?;
-        if required > pin.len() {
+        if required > have {
             return Err(Error::InvalidArgument(format!(
-                "{}: the compiled model wants a {required}-byte buffer; this tensor has {}",
+                "{}: the compiled model wants a {required}-byte buffer; this tensor has {have}",
                 expected(),
-                pin.len()
             )));
         }
         Ok(want)
+    }
+
+    /// Gives input `index` the shape `shape` (same rank, every dimension at least 1): a
+    /// batch dimension of N for a model exported for one image, so that one run reads a
+    /// whole [`Tensor::image_batch`] bound with [`bind_input`](Self::bind_input).
+    ///
+    /// LiteRT resizes the input (`LiteRtCompiledModelResizeInputTensorNonStrict`: the
+    /// model's own shape need not be dynamic) and works out the shapes of every tensor
+    /// after it; the outputs are reallocated at their new sizes
+    /// (`LiteRtGetCompiledModelOutputTensorLayouts`), and [`inputs`](Self::inputs) and
+    /// [`outputs`](Self::outputs) report the new shapes. Whether the result is one
+    /// independent answer per batch item is the model's business: a graph of per-image
+    /// ops (convolutions, pooling) gives one, a graph that reshapes to a fixed batch of 1
+    /// fails here (LiteRT cannot allocate it) or mixes the items. Check it once against
+    /// single runs.
+    ///
+    /// Resizing is a set-up step, not a per-frame one: it drops the input's binding (its
+    /// LiteRT buffer describes the old shape, which LiteRT would refuse), so bind the
+    /// tensor after resizing. Resizing to the current shape does nothing (after a failed
+    /// resize, it retries the outputs). Errors: an input that does not exist, a rank or
+    /// dimension the model cannot take (LiteRT's status and message say which), and the
+    /// outputs' reallocation failing, after which runs are refused until a resize
+    /// succeeds.
+    pub fn resize_input(&mut self, index: usize, shape: &[usize]) -> Result<()> {
+        let info = self.input_info(index)?;
+        if shape.len() != info.shape.len() {
+            return Err(Error::InvalidArgument(format!(
+                "input {index} {info} has rank {}; shape {shape:?} has rank {}: a resize keeps \
+                 the rank",
+                info.shape.len(),
+                shape.len()
+            )));
+        }
+        let dims: Vec<c_int> = shape
+            .iter()
+            .map(|&d| c_int::try_from(d).ok().filter(|&d| d > 0))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "input {index} {info}: shape {shape:?} needs every dimension in 1..={}",
+                    c_int::MAX
+                ))
+            })?;
+        if self.resize_incomplete.is_none()
+            && info.shape.iter().zip(shape).all(|(&a, &b)| a == b as i64)
+        {
+            return Ok(());
+        }
+        let api = self.api();
+        // SAFETY: a live compiled model, signature 0, an input it has (checked above);
+        // `dims` holds `dims.len()` ints, read during the call only.
+        let status = unsafe {
+            (api.LiteRtCompiledModelResizeInputTensorNonStrict)(
+                self.raw,
+                0,
+                index,
+                dims.as_ptr(),
+                dims.len(),
+            )
+        };
+        check(
+            api,
+            status,
+            "LiteRtCompiledModelResizeInputTensorNonStrict",
+            || format!("input {index} {info} to {shape:?}"),
+        )?;
+        // LiteRT's buffer for the input describes the old shape: the binding goes (its
+        // pin with it, after the buffer).
+        self.input_handles[index] = std::ptr::null_mut();
+        let old = std::mem::replace(&mut self.inputs[index], Input::Unbound);
+        self.release(old);
+        let mut info = self.input_infos[index].clone();
+        for (d, &n) in info.raw_type.layout.dimensions.iter_mut().zip(&dims) {
+            *d = n;
+        }
+        info.shape = shape.iter().map(|&d| d as i64).collect();
+        self.input_infos[index] = info;
+        match self.reallocate_outputs() {
+            Ok(()) => {
+                self.resize_incomplete = None;
+                Ok(())
+            }
+            Err(e) => {
+                self.resize_incomplete = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// After a resize: reads the outputs' new shapes from LiteRT (which allocates the
+    /// resized graph) and gives every output a buffer of its new size.
+    fn reallocate_outputs(&mut self) -> Result<()> {
+        let api = self.api();
+        let n = self.output_infos.len();
+        let mut layouts = vec![ffi::Layout::default(); n];
+        // SAFETY: a live compiled model, signature 0; `layouts` has room for the `n`
+        // outputs the signature has, which LiteRT fills.
+        let status = unsafe {
+            (api.LiteRtGetCompiledModelOutputTensorLayouts)(
+                self.raw,
+                0,
+                n,
+                layouts.as_mut_ptr(),
+                true,
+            )
+        };
+        check(
+            api,
+            status,
+            "LiteRtGetCompiledModelOutputTensorLayouts",
+            || "allocating the resized model (does its graph take this shape?)".into(),
+        )?;
+        let mut infos = self.output_infos.clone();
+        for (i, (info, layout)) in infos.iter_mut().zip(&layouts).enumerate() {
+            let rank = layout.rank();
+            if rank != info.shape.len() || layout.has_strides() {
+                return Err(Error::Unsupported(format!(
+                    "output {i} {info}: after the resize LiteRT reports rank {rank}{}; pinframe \
+                     binds dense outputs of their model's rank",
+                    if layout.has_strides() {
+                        " with strides"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            info.raw_type.layout.dimensions = layout.dimensions;
+            info.shape = layout.dimensions[..rank]
+                .iter()
+                .map(|&d| i64::from(d))
+                .collect();
+        }
+        self.output_infos = infos;
+        // New buffers for all before any old one goes: a failure leaves the old set.
+        let mut outputs = Vec::with_capacity(n);
+        for i in 0..n {
+            outputs.push(self.allocate_output(i)?);
+        }
+        self.output_handles = outputs.iter().map(|o| o.buffer.raw).collect();
+        // The old buffers are destroyed (by their drop) before their storage.
+        self.outputs = outputs;
+        Ok(())
     }
 
     /// Binds `tensor` as input `index`, without a copy and for good: from now on every
@@ -1248,9 +1439,42 @@ impl CompiledModel {
     /// replaces its buffer. A mismatch (element type, shape, non-dense rows, byte length,
     /// alignment) is an [`Error::InvalidArgument`] that says what the model expects.
     pub fn bind_input<T: Element>(&mut self, index: usize, tensor: &Tensor<T>) -> Result<Binding> {
+        self.bind(index, tensor, tensor.batch_len())
+    }
+
+    /// [`bind_input`](Self::bind_input) of the first `count` slices of a batch tensor
+    /// ([`Tensor::image_batch`]) to an input of shape `[count, ...]`: one batch tensor,
+    /// filled by one [`convert_batch`](crate::ImageProcessor::convert_batch), serves
+    /// models resized ([`resize_input`](Self::resize_input)) to each batch size a frame
+    /// may need, each bound once, so a run reads only the slices this frame filled. The
+    /// binding starts at the tensor's address (slice 0, LiteRT's alignment holds) and
+    /// keeps a pin of the whole tensor. `count` is 1 to the batch's length.
+    pub fn bind_input_slices<T: Element>(
+        &mut self,
+        index: usize,
+        tensor: &Tensor<T>,
+        count: usize,
+    ) -> Result<Binding> {
+        if count == 0 || count > tensor.batch_len() {
+            return Err(Error::InvalidArgument(format!(
+                "bind_input_slices({index}, .., {count}): the tensor holds {} slice(s); bind 1 \
+                 to {}",
+                tensor.batch_len(),
+                tensor.batch_len()
+            )));
+        }
+        self.bind(index, tensor, count)
+    }
+
+    fn bind<T: Element>(
+        &mut self,
+        index: usize,
+        tensor: &Tensor<T>,
+        count: usize,
+    ) -> Result<Binding> {
         let pin = tensor.pin_host()?;
-        let len = self.check_binding(index, tensor, &pin)?;
-        let ty = self.model.inputs()[index].raw_type;
+        let len = self.check_binding(index, tensor, &pin, count)?;
+        let ty = self.input_infos[index].raw_type;
         let (buffer, binding) = if pin.memory() == Memory::Dma {
             match self.try_dmabuf(index, &ty, &pin, len)? {
                 Some(buffer) => {
@@ -1514,7 +1738,14 @@ impl CompiledModel {
             return Err(Error::InvalidArgument(format!(
                 "input {i} {} is not bound: bind_input({i}, &tensor) (or allocate_input({i})) \
                  before running",
-                self.model.inputs()[i]
+                self.input_infos[i]
+            )));
+        }
+        if let Some(why) = &self.resize_incomplete {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the last resize_input did not complete ({why}); resize again before \
+                 running",
+                self.model.inner.path.display()
             )));
         }
         // Every bound tensor is held against its writers (a conversion into it, a map_mut
@@ -1570,7 +1801,7 @@ impl CompiledModel {
     /// (no copy). Valid until the next run, which needs `&mut self`.
     pub fn output<T: Element>(&self, index: usize) -> Result<&[T]> {
         let out = self.output_slot(index)?;
-        let info = &self.model.outputs()[index];
+        let info = &self.output_infos[index];
         if info.element_type.dtype() != Some(T::DTYPE) {
             return Err(Error::InvalidArgument(format!(
                 "output {index} {info} holds {} elements, not {}",
