@@ -828,7 +828,7 @@ mod tests {
         };
         // Source width and height, destination width and height, then the options.
         type Geometry = (u32, u32, u32, u32, Option<Crop>, Rotation, Interpolation);
-        let geometries: [Geometry; 7] = [
+        let geometries: [Geometry; 9] = [
             (
                 480,
                 270,
@@ -894,6 +894,27 @@ mod tests {
                 Interpolation::Bilinear,
             ),
             (300, 200, 77, 53, None, Rotation::R0, Interpolation::Nearest),
+            // Whole-number downscales land on pixel centres: one tap per column, the
+            // byte-shuffle gathers (3:1 with a tail of 2 columns past the 8-column
+            // blocks; 2:1 turned over, so the taps run right to left).
+            (
+                486,
+                270,
+                162,
+                90,
+                None,
+                Rotation::R0,
+                Interpolation::Bilinear,
+            ),
+            (
+                250,
+                120,
+                125,
+                60,
+                None,
+                Rotation::R180,
+                Interpolation::Bilinear,
+            ),
         ];
         for format in PixelFormat::ALL {
             for &(sw, sh, dw, dh, crop, rotation, interpolation) in &geometries {

@@ -172,7 +172,20 @@ struct SpanTaps {
     /// The largest first tap: a kernel that reads `k` floats from each first tap stays
     /// inside a row of at least `max_first + k` floats.
     max_first: usize,
+    /// The first taps again, as byte shuffles for the wide kernels' one-tap gathers from
+    /// a byte row (`nearest_bytes`): per group of [`SHUFFLE_GROUP`] columns, the group's
+    /// smallest tap, and a 16-byte mask that moves each column's byte of the 16 bytes
+    /// there into the low byte of its 32-bit lane (mask bytes 0x80 zero the other three).
+    /// Empty where a group's taps span more than 16 bytes (packed 4:2:2 at a 3:1
+    /// downscale, for one): the scalar gather then serves.
+    shuffle_bases: Vec<u32>,
+    shuffle_masks: Vec<[u8; 16]>,
+    /// One past the last byte a shuffle gather reads (the largest base + 16).
+    shuffle_reach: usize,
 }
+
+/// Columns per byte-shuffle group: four 32-bit lanes in one 128-bit register.
+pub(crate) const SHUFFLE_GROUP: usize = 4;
 
 /// Floats of slack after each blended plane span, so the wide kernels' loads at the
 /// span's last taps (up to 8 floats from a first tap, which is at least 2 before the
@@ -217,6 +230,71 @@ impl SpanTaps {
             self.pair_weights.extend(kept);
         }
         self.max_first = self.first.iter().max().map_or(0, |&m| m as usize);
+        self.rebuild_shuffles();
+    }
+
+    /// Fills `shuffle_bases` and `shuffle_masks` from `first` (both left empty when a
+    /// group of columns spans more than one 16-byte load).
+    fn rebuild_shuffles(&mut self) {
+        self.shuffle_bases.clear();
+        self.shuffle_masks.clear();
+        self.shuffle_reach = 0;
+        for group in self.first.chunks_exact(SHUFFLE_GROUP) {
+            let base = group.iter().copied().min().unwrap_or(0);
+            let top = group.iter().copied().max().unwrap_or(0);
+            if top - base >= 16 {
+                self.shuffle_bases.clear();
+                self.shuffle_masks.clear();
+                self.shuffle_reach = 0;
+                return;
+            }
+            let mut mask = [0x80u8; 16];
+            for (k, &tap) in group.iter().enumerate() {
+                mask[4 * k] = (tap - base) as u8;
+            }
+            self.shuffle_bases.push(base);
+            self.shuffle_masks.push(mask);
+            self.shuffle_reach = self.shuffle_reach.max(base as usize + 16);
+        }
+    }
+
+    /// [`SpanTaps::nearest`] of a byte row with the shuffle gathers of `simd` (AVX2 or
+    /// NEON): one 16-byte load and one byte shuffle fetch a group's four taps, where the
+    /// compiler's code loads and inserts each byte alone (the largest single cost of a
+    /// 3:1 NV12 downscale in the profile). `row` may run past the span the taps need (to
+    /// the end of its buffer): the loads read up to 15 bytes after a group's last tap,
+    /// and rows too short for that (the last rows of a buffer) take the scalar gather.
+    /// Exact either way (a byte converts to f32 exactly), so bit-identical to `nearest`.
+    #[inline(always)]
+    fn nearest_bytes(&self, simd: Simd, row: &[u8], out: &mut [f32]) {
+        let n = out.len();
+        let Some(lanes) = simd.pair_lanes() else {
+            return self.nearest(row, out);
+        };
+        let groups = (n - n % lanes) / SHUFFLE_GROUP;
+        if groups == 0 || self.shuffle_bases.len() < groups || row.len() < self.shuffle_reach {
+            return self.nearest(row, out);
+        }
+        let whole = groups * SHUFFLE_GROUP;
+        let (bases, masks) = (&self.shuffle_bases[..groups], &self.shuffle_masks[..groups]);
+        match simd {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
+            // `groups` is a multiple of 2 (`whole` is a multiple of 8 lanes), `out[..whole]`
+            // holds 4 floats per group, and every `base + 16 <= shuffle_reach <= row.len()`.
+            Simd::Avx2 => unsafe { super::x86::gather_bytes(row, bases, masks, &mut out[..whole]) },
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            // SAFETY: as for AVX2 (NEON is part of the target's baseline); the NEON
+            // kernel takes any number of groups.
+            Simd::Neon => unsafe {
+                super::neon::gather_bytes(row, bases, masks, &mut out[..whole])
+            },
+            // Not reached (`pair_lanes` is None for it), but correct if it were.
+            Simd::Portable => return self.nearest(row, out),
+        }
+        for (o, &i0) in out[whole..].iter_mut().zip(&self.first[whole..n]) {
+            *o = f32::from(row[i0 as usize]);
+        }
     }
 
     /// [`SpanTaps::lerp`] of an f32 row with the pair kernels of `simd` (AVX2 or NEON):
@@ -630,9 +708,12 @@ pub(crate) fn sample_row(
                 }
             } else {
                 let b0 = row_offsets[c][0];
-                let row = &src[channels[c].buffer][b0 + p.lo..b0 + p.hi];
+                let buf = src[channels[c].buffer];
+                let row = &buf[b0 + p.lo..b0 + p.hi];
                 if tables.single_tap {
-                    taps.nearest(row, out);
+                    // The rest of the buffer after the span too: the shuffle gathers
+                    // load 16 bytes from a group's first tap.
+                    taps.nearest_bytes(simd, &buf[b0 + p.lo..], out);
                 } else {
                     taps.lerp(row, wa, out);
                 }
