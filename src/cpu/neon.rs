@@ -133,21 +133,38 @@ pub(super) unsafe fn lerp_quads<const STEP: usize>(
     }
 }
 
-/// `out[4g + k] = row[bases[g] + d]` where byte `4k` of `masks[g]` is `d` (the other
-/// mask bytes are 0x80, out of `tbl`'s range, so they read as zero): one 16-byte load and
-/// one `tbl` per group of four columns.
+/// `out[4g + k] = row[bases[g] + d]` where byte `4k` of `masks[g]` is `d`, or of
+/// `high[g]` is `d - 16` (the other mask bytes are 0x80, out of `tbl`'s range, so they
+/// read as zero): one 16-byte load and one `tbl` per group of four columns (two, or-ed,
+/// with `high`).
 ///
 /// # Safety
-/// `bases` and `masks` must have the same length, and `out` 4 floats per group;
-/// `bases[g] + 16 <= row.len()` for every `g`.
+/// `bases`, `masks` and `high` (if given) must have the same length, and `out` 4 floats
+/// per group; `bases[g] + 16 <= row.len()` for every `g` (`bases[g] + 32` with `high`).
 #[inline(always)]
-pub(super) unsafe fn gather_bytes(row: &[u8], bases: &[u32], masks: &[[u8; 16]], out: &mut [f32]) {
+pub(super) unsafe fn gather_bytes(
+    row: &[u8],
+    bases: &[u32],
+    masks: &[[u8; 16]],
+    high: Option<&[[u8; 16]]>,
+    out: &mut [f32],
+) {
     let base = row.as_ptr();
-    for ((&b, m), o) in bases.iter().zip(masks).zip(out.chunks_exact_mut(4)) {
-        // SAFETY: `b + 16 <= row.len()` (caller), so the 16-byte load is inside `row`;
-        // `m` is 16 bytes and `o` 4 floats.
+    for (g, ((&b, m), o)) in bases
+        .iter()
+        .zip(masks)
+        .zip(out.chunks_exact_mut(4))
+        .enumerate()
+    {
+        // SAFETY: `b + 16 <= row.len()` (`b + 32` with `high`, caller), so each 16-byte
+        // load is inside `row`; `m` and `high[g]` are 16 bytes, `o` is 4 floats.
         unsafe {
-            let bytes = vqtbl1q_u8(vld1q_u8(base.add(b as usize)), vld1q_u8(m.as_ptr()));
+            let p = base.add(b as usize);
+            let mut bytes = vqtbl1q_u8(vld1q_u8(p), vld1q_u8(m.as_ptr()));
+            if let Some(high) = high {
+                let upper = vqtbl1q_u8(vld1q_u8(p.add(16)), vld1q_u8(high[g].as_ptr()));
+                bytes = vorrq_u8(bytes, upper);
+            }
             vst1q_f32(o.as_mut_ptr(), vcvtq_f32_u32(vreinterpretq_u32_u8(bytes)));
         }
     }

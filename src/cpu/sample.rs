@@ -176,11 +176,15 @@ struct SpanTaps {
     /// a byte row (`nearest_bytes`): per group of [`SHUFFLE_GROUP`] columns, the group's
     /// smallest tap, and a 16-byte mask that moves each column's byte of the 16 bytes
     /// there into the low byte of its 32-bit lane (mask bytes 0x80 zero the other three).
-    /// Empty where a group's taps span more than 16 bytes (packed 4:2:2 at a 3:1
-    /// downscale, for one): the scalar gather then serves.
+    /// Where some group spans 16 bytes or more (the luma and chroma of packed 4:2:2 at a
+    /// 3:1 downscale), `shuffle_masks_high` does the same for the 16 bytes after those
+    /// and the two shuffles are or-ed. Both empty where a group spans 32 bytes or more:
+    /// the scalar gather then serves.
     shuffle_bases: Vec<u32>,
     shuffle_masks: Vec<[u8; 16]>,
-    /// One past the last byte a shuffle gather reads (the largest base + 16).
+    shuffle_masks_high: Vec<[u8; 16]>,
+    /// One past the last byte a shuffle gather reads (the largest base + 16, or + 32 with
+    /// the high masks).
     shuffle_reach: usize,
 }
 
@@ -233,38 +237,55 @@ impl SpanTaps {
         self.rebuild_shuffles();
     }
 
-    /// Fills `shuffle_bases` and `shuffle_masks` from `first` (both left empty when a
-    /// group of columns spans more than one 16-byte load).
+    /// Fills `shuffle_bases` and the shuffle masks from `first` (all left empty when a
+    /// group of columns spans more than two 16-byte loads).
     fn rebuild_shuffles(&mut self) {
         self.shuffle_bases.clear();
         self.shuffle_masks.clear();
+        self.shuffle_masks_high.clear();
         self.shuffle_reach = 0;
+        let mut reach = 0;
+        let mut high_needed = false;
         for group in self.first.chunks_exact(SHUFFLE_GROUP) {
             let base = group.iter().copied().min().unwrap_or(0);
             let top = group.iter().copied().max().unwrap_or(0);
-            if top - base >= 16 {
+            if top - base >= 32 {
                 self.shuffle_bases.clear();
                 self.shuffle_masks.clear();
-                self.shuffle_reach = 0;
+                self.shuffle_masks_high.clear();
                 return;
             }
-            let mut mask = [0x80u8; 16];
+            let (mut low, mut high) = ([0x80u8; 16], [0x80u8; 16]);
             for (k, &tap) in group.iter().enumerate() {
-                mask[4 * k] = (tap - base) as u8;
+                let d = (tap - base) as u8;
+                if d < 16 {
+                    low[4 * k] = d;
+                } else {
+                    high[4 * k] = d - 16;
+                    high_needed = true;
+                }
             }
             self.shuffle_bases.push(base);
-            self.shuffle_masks.push(mask);
-            self.shuffle_reach = self.shuffle_reach.max(base as usize + 16);
+            self.shuffle_masks.push(low);
+            self.shuffle_masks_high.push(high);
+            reach = reach.max(base as usize);
+        }
+        if high_needed {
+            self.shuffle_reach = reach + 32;
+        } else {
+            self.shuffle_masks_high.clear();
+            self.shuffle_reach = reach + 16;
         }
     }
 
     /// [`SpanTaps::nearest`] of a byte row with the shuffle gathers of `simd` (AVX2 or
-    /// NEON): one 16-byte load and one byte shuffle fetch a group's four taps, where the
-    /// compiler's code loads and inserts each byte alone (the largest single cost of a
-    /// 3:1 NV12 downscale in the profile). `row` may run past the span the taps need (to
-    /// the end of its buffer): the loads read up to 15 bytes after a group's last tap,
-    /// and rows too short for that (the last rows of a buffer) take the scalar gather.
-    /// Exact either way (a byte converts to f32 exactly), so bit-identical to `nearest`.
+    /// NEON): one 16-byte load (two, for groups wider than that) and one byte shuffle
+    /// (two) fetch a group's four taps, where the compiler's code loads and inserts each
+    /// byte alone (the largest single cost of a 3:1 NV12 downscale in the profile). `row`
+    /// may run past the span the taps need (to the end of its buffer): the loads read up
+    /// to 31 bytes after a group's first tap, and rows too short for that (the last rows
+    /// of a buffer) take the scalar gather. Exact either way (a byte converts to f32
+    /// exactly), so bit-identical to `nearest`.
     #[inline(always)]
     fn nearest_bytes(&self, simd: Simd, row: &[u8], out: &mut [f32]) {
         let n = out.len();
@@ -277,17 +298,22 @@ impl SpanTaps {
         }
         let whole = groups * SHUFFLE_GROUP;
         let (bases, masks) = (&self.shuffle_bases[..groups], &self.shuffle_masks[..groups]);
+        let high =
+            (!self.shuffle_masks_high.is_empty()).then(|| &self.shuffle_masks_high[..groups]);
         match simd {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
             // `groups` is a multiple of 2 (`whole` is a multiple of 8 lanes), `out[..whole]`
-            // holds 4 floats per group, and every `base + 16 <= shuffle_reach <= row.len()`.
-            Simd::Avx2 => unsafe { super::x86::gather_bytes(row, bases, masks, &mut out[..whole]) },
+            // holds 4 floats per group, `high` (if any) has a mask per group, and every
+            // `base + 16 <= shuffle_reach <= row.len()` (`base + 32` with `high`).
+            Simd::Avx2 => unsafe {
+                super::x86::gather_bytes(row, bases, masks, high, &mut out[..whole])
+            },
             #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
             // SAFETY: as for AVX2 (NEON is part of the target's baseline); the NEON
             // kernel takes any number of groups.
             Simd::Neon => unsafe {
-                super::neon::gather_bytes(row, bases, masks, &mut out[..whole])
+                super::neon::gather_bytes(row, bases, masks, high, &mut out[..whole])
             },
             // Not reached (`pair_lanes` is None for it), but correct if it were.
             Simd::Portable => return self.nearest(row, out),

@@ -122,28 +122,46 @@ pub(super) unsafe fn lerp_quads<const STEP: usize>(
     }
 }
 
-/// `out[4g + k] = row[bases[g] + d]` where mask byte `4k` of `masks[g]` is `d` (the
-/// other mask bytes are 0x80, which zero the lane's upper bytes): two groups of four
-/// columns per step, each group one 16-byte load and, both together, one `vpshufb`.
+/// `out[4g + k] = row[bases[g] + d]` where mask byte `4k` of `masks[g]` is `d`, or of
+/// `high[g]` is `d - 16` (the other mask bytes are 0x80, which zero the lane's upper
+/// bytes and the byte the other mask takes): two groups of four columns per step, each
+/// group one 16-byte load (two with `high`) and, both groups together, one `vpshufb`
+/// (two, or-ed).
 ///
 /// # Safety
-/// AVX2 must be available; `bases` and `masks` must have the same length, a multiple of
-/// 2, and `out` 4 floats per group; `bases[g] + 16 <= row.len()` for every `g`.
+/// AVX2 must be available; `bases`, `masks` and `high` (if given) must have the same
+/// length, a multiple of 2, and `out` 4 floats per group; `bases[g] + 16 <= row.len()`
+/// for every `g` (`bases[g] + 32` with `high`).
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn gather_bytes(row: &[u8], bases: &[u32], masks: &[[u8; 16]], out: &mut [f32]) {
+pub(super) unsafe fn gather_bytes(
+    row: &[u8],
+    bases: &[u32],
+    masks: &[[u8; 16]],
+    high: Option<&[[u8; 16]]>,
+    out: &mut [f32],
+) {
     let base = row.as_ptr();
-    for ((b, m), o) in bases
+    for (g, ((b, m), o)) in bases
         .chunks_exact(2)
         .zip(masks.chunks_exact(2))
         .zip(out.chunks_exact_mut(8))
+        .enumerate()
     {
-        // SAFETY: each `b[k] + 16 <= row.len()` (caller), so both 16-byte loads are
-        // inside `row`; `m` is two contiguous 16-byte arrays (32 bytes) and `o` 8 floats.
+        // SAFETY: each `b[k] + 16 <= row.len()` (`+ 32` with `high`, caller), so every
+        // 16-byte load is inside `row`; `m` is two contiguous 16-byte arrays (32 bytes),
+        // as is `high[2g..2g + 2]` (same length as `masks`), and `o` is 8 floats.
         unsafe {
-            let lo = _mm_loadu_si128(base.add(b[0] as usize).cast());
-            let hi = _mm_loadu_si128(base.add(b[1] as usize).cast());
-            let mask = _mm256_loadu_si256(m.as_ptr().cast());
-            let bytes = _mm256_shuffle_epi8(_mm256_set_m128i(hi, lo), mask);
+            let load = |offset: usize| {
+                _mm256_set_m128i(
+                    _mm_loadu_si128(base.add(b[1] as usize + offset).cast()),
+                    _mm_loadu_si128(base.add(b[0] as usize + offset).cast()),
+                )
+            };
+            let mut bytes = _mm256_shuffle_epi8(load(0), _mm256_loadu_si256(m.as_ptr().cast()));
+            if let Some(high) = high {
+                let mask = _mm256_loadu_si256(high.as_ptr().add(2 * g).cast());
+                bytes = _mm256_or_si256(bytes, _mm256_shuffle_epi8(load(16), mask));
+            }
             _mm256_storeu_ps(o.as_mut_ptr(), _mm256_cvtepi32_ps(bytes));
         }
     }
