@@ -189,7 +189,7 @@ struct SpanTaps {
 }
 
 /// Columns per byte-shuffle group: four 32-bit lanes in one 128-bit register.
-pub(crate) const SHUFFLE_GROUP: usize = 4;
+const SHUFFLE_GROUP: usize = 4;
 
 /// Floats of slack after each blended plane span, so the wide kernels' loads at the
 /// span's last taps (up to 8 floats from a first tap, which is at least 2 before the
