@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{Criterion, Throughput, criterion_group};
-use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use fast_image_resize::images::Image;
+use fast_image_resize::{PixelType, Resizer};
 use pinframe::{
     Backend, ConvertOptions, DType, Fit, ImageLayout, ImageProcessor, Normalize, PixelFormat,
 };
@@ -247,12 +247,12 @@ impl Chain {
                 .unwrap();
             }
         }
-        let view = ImageRef::new(SRC_W, SRC_H, &self.rgb, PixelType::U8x3).unwrap();
-        let options =
-            ResizeOptions::new().resize_alg(ResizeAlg::Interpolation(FilterType::Bilinear));
-        self.resizer
-            .resize(&view, &mut self.resized, &options)
-            .unwrap();
+        ratios::resize_rgb8(
+            &mut self.resizer,
+            &self.rgb,
+            (SRC_W, SRC_H),
+            &mut self.resized,
+        );
         let (cx, cy, cw, ch) = self.content;
         let resized = self.resized.buffer();
         let side = side as usize;

@@ -671,10 +671,11 @@ fn holding_all_buffers_errors_and_gaps_count_as_dropped() {
         let held: Vec<Frame> = (0..n).map(|_| cam.next_frame().unwrap()).collect();
         let start = std::time::Instant::now();
         let err = cam.next_frame().unwrap_err();
-        // At once, not after the 5 s frame timeout (1 s: TCG on a busy host stalls the
-        // guest for a few hundred ms now and then).
+        // At once, not after the 5 s frame timeout (3 s: TCG on a busy host stalls the
+        // guest for a few hundred ms now and then, and the VM lane shares the machine
+        // with the aarch64 lane's build).
         assert!(
-            start.elapsed() < Duration::from_secs(1),
+            start.elapsed() < Duration::from_secs(3),
             "the error comes at once"
         );
         assert!(matches!(err, Error::AllBuffersHeld { .. }), "{err}");
@@ -835,7 +836,8 @@ fn zz_vanished_device_is_an_error() {
         second.as_ref().err()
     );
     assert_eq!(err.kind(), pinframe::ErrorKind::Disconnected, "{err}");
-    assert!(took < Duration::from_secs(4), "no hang: {took:?}");
+    // Within the 3 s timeout and a generous margin for a busy host.
+    assert!(took < Duration::from_secs(8), "no hang: {took:?}");
     let second = second.expect_err("and stays so");
     assert_eq!(second.kind(), pinframe::ErrorKind::Disconnected, "{second}");
     restore_vivid(&path);

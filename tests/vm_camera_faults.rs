@@ -769,13 +769,14 @@ fn zz_a_disconnect_mid_stream_ends_next_frame_and_held_frames_stay_valid() {
         let took = ended.saturating_duration_since(pressed);
         eprintln!("disconnect: {frames} frames, then after {took:?}: {err}");
         assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
-        assert!(took < Duration::from_secs(2), "bounded: {took:?}");
+        // Found by the stream, not by waiting out the 5 s frame timeout.
+        assert!(took < Duration::from_secs(4), "bounded: {took:?}");
         let start = Instant::now();
         let again = cam.next_frame().unwrap_err();
         assert_eq!(again.kind(), ErrorKind::Disconnected, "{again}");
-        // At once, not after the 5 s frame timeout (1 s: TCG on a busy host stalls the
+        // At once, not after the 5 s frame timeout (3 s: TCG on a busy host stalls the
         // guest for a few hundred ms now and then).
-        assert!(start.elapsed() < Duration::from_secs(1), "at once");
+        assert!(start.elapsed() < Duration::from_secs(3), "at once");
         assert!(
             held.map().unwrap().as_bytes() == &bytes[..],
             "the held frame changed"
