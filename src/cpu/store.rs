@@ -103,7 +103,8 @@ pub(crate) fn colour(plan: &Plan, s: [&[f32]; 3], out: &mut [&mut [f32]]) {
     }
 }
 
-/// Converts a channel row into destination elements, `dst[j * step] = v[j]`.
+/// Converts a channel row into destination elements, `dst[j * step] = v[j]`. `v` is in
+/// 0..=255, as [`colour`] leaves it: the unscaled store relies on that.
 #[inline(always)]
 pub(crate) fn store_channel<T: OutElement>(
     v: &[f32],
@@ -155,7 +156,8 @@ fn store_rgb3<T: OutElement, const P0: usize, const P1: usize, const P2: usize>(
 }
 
 /// Writes whole packed pixels of RGB(A) or grey data: `values[c]` is output channel `c`
-/// (R, G, B order), stored at `positions[c]` of each `bpp`-element pixel.
+/// (R, G, B order), stored at `positions[c]` of each `bpp`-element pixel, each value in
+/// 0..=255 as [`colour`] leaves it.
 #[inline(always)]
 pub(crate) fn store_packed<T: OutElement>(
     plan: &Plan,
