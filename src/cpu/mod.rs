@@ -4,6 +4,7 @@
 //! other backends can run them as their reference or fallback.
 
 mod decode;
+mod fixed;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 mod neon;
 mod sample;
@@ -18,6 +19,7 @@ use crate::convert::Plan;
 use crate::image::{FormatFamily, ImageLayout};
 use crate::{DType, Element, Error, Result};
 use decode::{BandDecoder, DecodeTables};
+use fixed::FixedColour;
 use sample::{ChannelSource, ColumnTables};
 use store::OutElement;
 
@@ -559,35 +561,86 @@ impl Job<'_> {
         let (o0, rest) = out_rows.split_at_mut(vw);
         let (o1, o2) = rest.split_at_mut(vw);
         let mut outs: [&mut [f32]; 3] = [o0, o1, o2];
+        // 8-bit unscaled destinations of rows whose samples are source bytes take the
+        // fixed-point path (`fixed`): the rows below that read one source row.
+        let fixed = (T::IS_BYTE
+            && decoder.is_none()
+            && self.tables.byte_rows()
+            && plan.out_scale == [1.0; 3]
+            && plan.out_bias == [0.0; 3])
+            .then(|| FixedColour::new(&plan.color_matrix))
+            .flatten();
         let mut pad_row: Option<usize> = None;
         for r in 0..rows {
             let dy = first_row + r;
             let inside = dy >= vy && dy < vy + vh;
+            // Whether this row's colour values are the bytes in `s1` (fixed-point path)
+            // rather than the floats in `outs`.
+            let mut in_bytes = false;
             if inside {
                 if let Some(decoder) = &mut decoder {
                     decoder.sample_row(plan, self.src, dy as u32, [&mut *s0, &mut *s1, &mut *s2]);
                 } else {
                     let (row_offsets, row_weight) =
                         sample::row_taps(plan, &self.channels, self.count, dy as u32);
-                    sample::sample_row(
-                        self.src,
-                        &self.channels,
-                        self.count,
-                        self.tables,
-                        row_offsets,
-                        row_weight,
-                        [&mut *s0, &mut *s1, &mut *s2],
-                        blend,
-                        self.simd,
-                    );
+                    if let Some(fixed) = &fixed
+                        && sample::one_source_row(&row_offsets, self.count, row_weight)
+                    {
+                        // Source bytes in `s0` (three rows of `vw`), colour bytes in `s1`.
+                        let samples: &mut [u8] = bytemuck::cast_slice_mut(&mut *s0);
+                        let (b0, rest) = samples.split_at_mut(vw);
+                        let (b1, rest) = rest.split_at_mut(vw);
+                        let b2 = &mut rest[..vw];
+                        sample::sample_row_bytes(
+                            self.src,
+                            &self.channels,
+                            self.count,
+                            self.tables,
+                            row_offsets,
+                            [&mut *b0, &mut *b1, &mut *b2],
+                            self.simd,
+                        );
+                        let s: [&[u8]; 3] = if self.count == 1 {
+                            [&*b0, &*b0, &*b0]
+                        } else {
+                            [&*b0, &*b1, &*b2]
+                        };
+                        let colours: &mut [u8] = bytemuck::cast_slice_mut(&mut *s1);
+                        let (c0, rest) = colours.split_at_mut(vw);
+                        let (c1, rest) = rest.split_at_mut(vw);
+                        let mut out_bytes = [c0, c1, &mut rest[..vw]];
+                        fixed.colour_rows(self.simd, s, &mut out_bytes[..oc]);
+                        in_bytes = true;
+                    } else {
+                        sample::sample_row(
+                            self.src,
+                            &self.channels,
+                            self.count,
+                            self.tables,
+                            row_offsets,
+                            row_weight,
+                            [&mut *s0, &mut *s1, &mut *s2],
+                            blend,
+                            self.simd,
+                        );
+                    }
                 }
-                let s: [&[f32]; 3] = if self.count == 1 {
-                    [&*s0, &*s0, &*s0]
-                } else {
-                    [&*s0, &*s1, &*s2]
-                };
-                store::colour(plan, s, &mut outs[..oc]);
+                if !in_bytes {
+                    let s: [&[f32]; 3] = if self.count == 1 {
+                        [&*s0, &*s0, &*s0]
+                    } else {
+                        [&*s0, &*s1, &*s2]
+                    };
+                    store::colour(plan, s, &mut outs[..oc]);
+                }
             }
+            // The fixed-point path's colour rows (empty unless `in_bytes`).
+            let colour_bytes: [&[u8]; 3] = if in_bytes {
+                let colours: &[u8] = bytemuck::cast_slice(&*s1);
+                [0, 1, 2].map(|c| &colours[c * vw..(c + 1) * vw])
+            } else {
+                [&[]; 3]
+            };
             let (lo, hi) = if inside { (vx, vx + vw) } else { (dw, dw) };
             match &mut band {
                 Band::Packed(b) if !inside && pad_row.is_some() => {
@@ -603,7 +656,16 @@ impl Job<'_> {
                     let row = &mut b[r * strides[0]..r * strides[0] + dw * bpp];
                     fill_packed_pad(row, 0, lo, &pad_pixel[..bpp]);
                     fill_packed_pad(row, hi, dw, &pad_pixel[..bpp]);
-                    if inside {
+                    if in_bytes {
+                        store::store_packed_bytes(
+                            self.simd,
+                            plan,
+                            colour_bytes,
+                            oc,
+                            &mut row[lo * bpp..],
+                            bpp,
+                        );
+                    } else if inside {
                         store::store_packed(plan, &outs[..oc], &mut row[lo * bpp..], bpp);
                     }
                 }
@@ -612,7 +674,9 @@ impl Job<'_> {
                         let row = &mut planes[c][r * strides[c]..r * strides[c] + dw];
                         row[..lo].fill(pad[c]);
                         row[hi..].fill(pad[c]);
-                        if inside {
+                        if in_bytes {
+                            store::store_channel_bytes(colour_bytes[c], &mut row[lo..hi]);
+                        } else if inside {
                             store::store_channel(
                                 &outs[c][..],
                                 plan.out_scale[c],

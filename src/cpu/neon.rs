@@ -169,3 +169,111 @@ pub(super) unsafe fn gather_bytes(
         }
     }
 }
+
+/// [`gather_bytes`] into bytes, the twin of `x86::gather_bytes_u8`: each group's shuffle
+/// puts its 4 bytes at its own place of 16 (mask bytes 0x80 give 0 elsewhere), and four
+/// groups or together into one 16-byte store.
+///
+/// # Safety
+/// `bases`, `masks` and `high` (if given) must have the same length, a multiple of 4, and
+/// `out` 4 bytes per group; `bases[g] + 16 <= row.len()` for every `g` (`+ 32` with
+/// `high`).
+#[inline(always)]
+pub(super) unsafe fn gather_bytes_u8(
+    row: &[u8],
+    bases: &[u32],
+    masks: &[[u8; 16]],
+    high: Option<&[[u8; 16]]>,
+    out: &mut [u8],
+) {
+    let base = row.as_ptr();
+    for (q, ((b, m), o)) in bases
+        .chunks_exact(4)
+        .zip(masks.chunks_exact(4))
+        .zip(out.chunks_exact_mut(16))
+        .enumerate()
+    {
+        // SAFETY: each `b[i] + 16 <= row.len()` (`+ 32` with `high`, caller), so each
+        // 16-byte load is inside `row`; `m` and `high[4q..4q + 4]` hold four masks, and
+        // `o` is 16 bytes.
+        unsafe {
+            let group = |i: usize| {
+                let p = base.add(b[i] as usize);
+                let mut v = vqtbl1q_u8(vld1q_u8(p), vld1q_u8(m[i].as_ptr()));
+                if let Some(high) = high {
+                    let upper = vqtbl1q_u8(vld1q_u8(p.add(16)), vld1q_u8(high[4 * q + i].as_ptr()));
+                    v = vorrq_u8(v, upper);
+                }
+                v
+            };
+            let bytes = vorrq_u8(vorrq_u8(group(0), group(1)), vorrq_u8(group(2), group(3)));
+            vst1q_u8(o.as_mut_ptr(), bytes);
+        }
+    }
+}
+
+/// The fixed-point colour stage of [`super::fixed::FixedColour`] for the first `n`
+/// pixels (8 per step), the twin of `x86::fixed_colour`: widening multiply-accumulates
+/// in 32 bits (`smull`, `smlal`), an arithmetic shift, saturating narrows for the clamp.
+/// The same integers as the portable form, so the same bits.
+///
+/// # Safety
+/// `n` is a multiple of 8; each of `s` and each of `outs` (at most 3) holds at least `n`
+/// bytes.
+#[inline(always)]
+pub(super) unsafe fn fixed_colour(
+    fixed: &super::fixed::FixedColour,
+    s: [&[u8]; 3],
+    outs: &mut [&mut [u8]],
+    n: usize,
+) {
+    // SAFETY: these intrinsics only need NEON (the target's baseline) and touch no memory.
+    let (coef, bias, shift) = unsafe {
+        (
+            fixed.coef.map(|k| k.map(|v| vdup_n_s16(v))),
+            fixed.bias.map(|b| vdupq_n_s32(b)),
+            vdupq_n_s32(-(fixed.shift as i32)),
+        )
+    };
+    for j in (0..n).step_by(8) {
+        // SAFETY: `j + 8 <= n` and every row holds at least `n` bytes (caller).
+        unsafe {
+            let widen = |r: &[u8]| vreinterpretq_s16_u16(vmovl_u8(vld1_u8(r.as_ptr().add(j))));
+            let (a, b, c) = (widen(s[0]), widen(s[1]), widen(s[2]));
+            for (k, out) in outs.iter_mut().enumerate() {
+                let [k0, k1, k2] = coef[k];
+                let half = |a: int16x4_t, b: int16x4_t, c: int16x4_t| {
+                    let v = vmull_s16(a, k0);
+                    let v = vmlal_s16(v, b, k1);
+                    let v = vmlal_s16(v, c, k2);
+                    vshlq_s32(vaddq_s32(v, bias[k]), shift)
+                };
+                let low = half(vget_low_s16(a), vget_low_s16(b), vget_low_s16(c));
+                let high = half(vget_high_s16(a), vget_high_s16(b), vget_high_s16(c));
+                let words = vcombine_s16(vqmovn_s32(low), vqmovn_s32(high));
+                vst1_u8(out.as_mut_ptr().add(j), vqmovun_s16(words));
+            }
+        }
+    }
+}
+
+/// `dst[3j + c] = rows[c][j]` for the first `n` pixels (16 per step), with the
+/// interleaving store `st3`, the twin of `x86::interleave3`.
+///
+/// # Safety
+/// `n` is a multiple of 16; each row holds at least `n` bytes and `dst` at least `3 * n`.
+#[inline(always)]
+pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
+    for j in (0..n).step_by(16) {
+        // SAFETY: `j + 16 <= n` bytes of each row and `3 * (j + 16) <= 3 * n` bytes of
+        // `dst` (caller).
+        unsafe {
+            let v = uint8x16x3_t(
+                vld1q_u8(rows[0].as_ptr().add(j)),
+                vld1q_u8(rows[1].as_ptr().add(j)),
+                vld1q_u8(rows[2].as_ptr().add(j)),
+            );
+            vst3q_u8(dst.as_mut_ptr().add(3 * j), v);
+        }
+    }
+}

@@ -186,6 +186,11 @@ struct SpanTaps {
     /// One past the last byte a shuffle gather reads (the largest base + 16, or + 32 with
     /// the high masks).
     shuffle_reach: usize,
+    /// The shuffle masks again for gathers into bytes (`nearest_u8`): group `g`'s column
+    /// `k` goes to byte `4 * (g % 4) + k` instead of a 32-bit lane's low byte, so four
+    /// groups' shuffles or together into 16 output bytes.
+    byte_masks: Vec<[u8; 16]>,
+    byte_masks_high: Vec<[u8; 16]>,
 }
 
 /// Columns per byte-shuffle group: four 32-bit lanes in one 128-bit register.
@@ -243,38 +248,91 @@ impl SpanTaps {
         self.shuffle_bases.clear();
         self.shuffle_masks.clear();
         self.shuffle_masks_high.clear();
+        self.byte_masks.clear();
+        self.byte_masks_high.clear();
         self.shuffle_reach = 0;
         let mut reach = 0;
         let mut high_needed = false;
-        for group in self.first.chunks_exact(SHUFFLE_GROUP) {
+        for (g, group) in self.first.chunks_exact(SHUFFLE_GROUP).enumerate() {
             let base = group.iter().copied().min().unwrap_or(0);
             let top = group.iter().copied().max().unwrap_or(0);
             if top - base >= 32 {
                 self.shuffle_bases.clear();
                 self.shuffle_masks.clear();
                 self.shuffle_masks_high.clear();
+                self.byte_masks.clear();
+                self.byte_masks_high.clear();
                 return;
             }
             let (mut low, mut high) = ([0x80u8; 16], [0x80u8; 16]);
+            let (mut byte_low, mut byte_high) = ([0x80u8; 16], [0x80u8; 16]);
+            let at = SHUFFLE_GROUP * (g % SHUFFLE_GROUP);
             for (k, &tap) in group.iter().enumerate() {
                 let d = (tap - base) as u8;
                 if d < 16 {
                     low[4 * k] = d;
+                    byte_low[at + k] = d;
                 } else {
                     high[4 * k] = d - 16;
+                    byte_high[at + k] = d - 16;
                     high_needed = true;
                 }
             }
             self.shuffle_bases.push(base);
             self.shuffle_masks.push(low);
             self.shuffle_masks_high.push(high);
+            self.byte_masks.push(byte_low);
+            self.byte_masks_high.push(byte_high);
             reach = reach.max(base as usize);
         }
         if high_needed {
             self.shuffle_reach = reach + 32;
         } else {
             self.shuffle_masks_high.clear();
+            self.byte_masks_high.clear();
             self.shuffle_reach = reach + 16;
+        }
+    }
+
+    /// `out[j] = row[first[j]]` as bytes, with the shuffle gathers of `simd` where it has
+    /// them (16 columns per step) and the scalar gather for the rest: the sampling of the
+    /// fixed-point path (`fixed`). `row` may run past the span, as for `nearest_bytes`.
+    #[inline(always)]
+    fn nearest_u8(&self, simd: Simd, row: &[u8], out: &mut [u8]) {
+        let n = out.len();
+        assert!(row.len() >= self.bound && self.first.len() >= n);
+        const STEP: usize = 4 * SHUFFLE_GROUP;
+        let groups = (n - n % STEP) / SHUFFLE_GROUP;
+        let wide = simd.pair_lanes().is_some()
+            && groups > 0
+            && self.byte_masks.len() >= groups
+            && row.len() >= self.shuffle_reach;
+        let whole = if wide { groups * SHUFFLE_GROUP } else { 0 };
+        if wide {
+            let (bases, masks) = (&self.shuffle_bases[..groups], &self.byte_masks[..groups]);
+            let high = (!self.byte_masks_high.is_empty()).then(|| &self.byte_masks_high[..groups]);
+            match simd {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting
+                // it); `groups` is a multiple of 4 (`whole` is a multiple of 16), the
+                // output holds 4 bytes per group, `high` (if any) has a mask per group,
+                // and every `base + 16 <= shuffle_reach <= row.len()` (`+ 32` with `high`).
+                Simd::Avx2 => unsafe {
+                    super::x86::gather_bytes_u8(row, bases, masks, high, &mut out[..whole])
+                },
+                #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+                // SAFETY: as for AVX2 (NEON is part of the target's baseline).
+                Simd::Neon => unsafe {
+                    super::neon::gather_bytes_u8(row, bases, masks, high, &mut out[..whole])
+                },
+                // Not reached (`wide` needs `pair_lanes`), and the scalar loop below
+                // covers every column when `whole` is 0.
+                Simd::Portable => {}
+            }
+        }
+        for (o, &i0) in out[whole..].iter_mut().zip(&self.first[whole..n]) {
+            // SAFETY: as in `lerp`: `i0 < self.bound <= row.len()` (asserted above).
+            *o = unsafe { *row.get_unchecked(i0 as usize) };
         }
     }
 
@@ -631,6 +689,13 @@ impl ColumnTables {
     pub fn blend_len(&self) -> usize {
         self.blend_len
     }
+
+    /// Whether a destination row that reads one source row takes each channel's samples
+    /// as source bytes, one tap per column, from the span tables (untransposed, and no
+    /// column blends two samples): what `sample_row_bytes` needs.
+    pub fn byte_rows(&self) -> bool {
+        self.single_tap && self.plane_count > 0
+    }
 }
 
 /// The other axis's taps for one destination row: per channel the two offsets, and the
@@ -776,5 +841,36 @@ pub(crate) fn sample_row(
                 *o = top + (bottom - top) * row_weight;
             }
         }
+    }
+}
+
+/// Whether destination row taps `row_offsets` / `row_weight` read one source row per
+/// channel (so `sample_row_bytes` can serve it when the tables allow byte rows).
+#[inline(always)]
+pub(crate) fn one_source_row(row_offsets: &[[usize; 2]; 3], count: usize, row_weight: f32) -> bool {
+    row_weight == 0.0 || (0..count).all(|c| row_offsets[c][0] == row_offsets[c][1])
+}
+
+/// [`sample_row`] for the fixed-point path: the samples of each source channel as bytes
+/// (exactly the values `sample_row` gives as floats), for a destination row that reads
+/// one source row per channel (`one_source_row`) with tables whose columns take one tap
+/// each (`ColumnTables::byte_rows`).
+#[inline(always)]
+pub(crate) fn sample_row_bytes(
+    src: &[&[u8]],
+    channels: &[ChannelSource; 3],
+    count: usize,
+    tables: &ColumnTables,
+    row_offsets: [[usize; 2]; 3],
+    outs: [&mut [u8]; 3],
+    simd: Simd,
+) {
+    debug_assert!(tables.byte_rows());
+    for (c, out) in outs.into_iter().enumerate().take(count) {
+        let p = &tables.planes[tables.channel_plane[c]];
+        let buf = src[channels[c].buffer];
+        // The rest of the buffer after the span too: the shuffle gathers load 16 bytes
+        // from a group's first tap.
+        tables.span_taps[c].nearest_u8(simd, &buf[row_offsets[c][0] + p.lo..], out);
     }
 }

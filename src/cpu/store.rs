@@ -3,6 +3,7 @@
 
 use half::f16;
 
+use super::Simd;
 use crate::Element;
 use crate::convert::Plan;
 
@@ -21,6 +22,17 @@ pub(crate) trait OutElement: Element + Copy {
     #[inline(always)]
     fn from_clamped(v: f32) -> Self {
         Self::from_value(v, 1.0, 0.0)
+    }
+    /// Whether this is an 8-bit type (u8, i8), which the fixed-point path (`fixed`) can
+    /// write: its unscaled store of a value is `from_byte` of the value's rounding.
+    const IS_BYTE: bool = false;
+    /// For the 8-bit types, what `from_byte` flips in a byte (i8: the top bit).
+    const BYTE_XOR: u8 = 0;
+    /// The unscaled store of the integer `b` (`from_clamped(b)`): for the 8-bit types
+    /// its bits, without a round trip through f32.
+    #[inline(always)]
+    fn from_byte(b: u8) -> Self {
+        Self::from_clamped(f32::from(b))
     }
 }
 
@@ -53,6 +65,11 @@ impl OutElement for u8 {
     fn from_clamped(v: f32) -> Self {
         round_to_u8(v)
     }
+    const IS_BYTE: bool = true;
+    #[inline(always)]
+    fn from_byte(b: u8) -> Self {
+        b
+    }
 }
 
 impl OutElement for i8 {
@@ -66,6 +83,12 @@ impl OutElement for i8 {
     #[inline(always)]
     fn from_clamped(v: f32) -> Self {
         (round_to_u8(v) ^ 0x80) as i8
+    }
+    const IS_BYTE: bool = true;
+    const BYTE_XOR: u8 = 0x80;
+    #[inline(always)]
+    fn from_byte(b: u8) -> Self {
+        (b ^ Self::BYTE_XOR) as i8
     }
 }
 
@@ -186,5 +209,88 @@ pub(crate) fn store_packed<T: OutElement>(
                 }
             }
         }
+    }
+}
+
+/// [`store_channel`] of a byte row from the fixed-point path: `dst[j] = from_byte(v[j])`.
+#[inline(always)]
+pub(crate) fn store_channel_bytes<T: OutElement>(v: &[u8], dst: &mut [T]) {
+    for (d, &x) in dst.iter_mut().zip(v) {
+        *d = T::from_byte(x);
+    }
+}
+
+/// [`store_packed`] of byte rows from the fixed-point path (the unscaled store: the
+/// fixed-point path runs only for scale 1, bias 0, and 8-bit `T`). RGB and BGR take the
+/// interleaving kernel of `simd`.
+#[inline(always)]
+pub(crate) fn store_packed_bytes<T: OutElement>(
+    simd: Simd,
+    plan: &Plan,
+    values: [&[u8]; 3],
+    channels: usize,
+    dst: &mut [T],
+    bpp: usize,
+) {
+    let n = values[0].len();
+    let dst = &mut dst[..n * bpp];
+    let rgb3 = match (channels, bpp, plan.dst_alpha_position) {
+        (3, 3, None) if plan.dst_channel_positions == [0, 1, 2] => Some([0, 1, 2]),
+        (3, 3, None) if plan.dst_channel_positions == [2, 1, 0] => Some([2, 1, 0]),
+        _ => None,
+    };
+    if let Some(order) = rgb3
+        && T::IS_BYTE
+    {
+        // 8-bit elements: `from_byte` is the byte itself (u8) or with its top bit
+        // flipped (i8).
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        interleave3(simd, order.map(|c| values[c]), bytes);
+        if T::BYTE_XOR != 0 {
+            bytes.iter_mut().for_each(|b| *b ^= T::BYTE_XOR);
+        }
+        return;
+    }
+    for (c, v) in values.iter().enumerate().take(channels) {
+        let pos = plan.dst_channel_positions[c];
+        for (d, &x) in dst[pos..].iter_mut().step_by(bpp).zip(*v) {
+            *d = T::from_byte(x);
+        }
+    }
+    if let Some(a) = plan.dst_alpha_position {
+        for px in dst.chunks_exact_mut(bpp) {
+            px[a] = T::opaque();
+        }
+    }
+}
+
+/// `dst[3j + k] = rows[k][j]`: three byte rows as packed 3-byte pixels.
+#[inline(always)]
+fn interleave3(simd: Simd, rows: [&[u8]; 3], dst: &mut [u8]) {
+    let n = dst.len() / 3;
+    assert!(rows.iter().all(|r| r.len() >= n));
+    let whole = match simd {
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 => {
+            let whole = n - n % 16;
+            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
+            // each row holds at least `n >= whole` bytes (asserted) and `dst` `3 * n`.
+            unsafe { super::x86::interleave3(rows, dst, whole) };
+            whole
+        }
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        Simd::Neon => {
+            let whole = n - n % 16;
+            // SAFETY: NEON is the target's baseline; lengths as for AVX2.
+            unsafe { super::neon::interleave3(rows, dst, whole) };
+            whole
+        }
+        Simd::Portable => 0,
+    };
+    let (r0, r1, r2) = (&rows[0][whole..n], &rows[1][whole..n], &rows[2][whole..n]);
+    for (((px, &a), &b), &c) in dst[3 * whole..].chunks_exact_mut(3).zip(r0).zip(r1).zip(r2) {
+        px[0] = a;
+        px[1] = b;
+        px[2] = c;
     }
 }

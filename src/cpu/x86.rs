@@ -166,3 +166,160 @@ pub(super) unsafe fn gather_bytes(
         }
     }
 }
+
+/// [`gather_bytes`] into bytes: `out[16q + 4i + k] = row[bases[4q + i] + d]` where mask
+/// byte `4i + k` of `masks[4q + i]` is `d` (or of `high[4q + i]` is `d - 16`); every other
+/// mask byte is 0x80, so the four groups' shuffles or together into 16 output bytes.
+///
+/// # Safety
+/// AVX2 must be available; `bases`, `masks` and `high` (if given) must have the same
+/// length, a multiple of 4, and `out` 4 bytes per group; `bases[g] + 16 <= row.len()`
+/// for every `g` (`bases[g] + 32` with `high`).
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn gather_bytes_u8(
+    row: &[u8],
+    bases: &[u32],
+    masks: &[[u8; 16]],
+    high: Option<&[[u8; 16]]>,
+    out: &mut [u8],
+) {
+    let base = row.as_ptr();
+    for (q, ((b, m), o)) in bases
+        .chunks_exact(4)
+        .zip(masks.chunks_exact(4))
+        .zip(out.chunks_exact_mut(16))
+        .enumerate()
+    {
+        // SAFETY: each `b[i] + 16 <= row.len()` (`+ 32` with `high`, caller), so every
+        // 16-byte load is inside `row`; `m` is four contiguous 16-byte arrays, as is
+        // `high[4q..4q + 4]` (same length as `masks`), and `o` is 16 bytes.
+        unsafe {
+            let load = |i: usize, offset: usize| {
+                _mm256_set_m128i(
+                    _mm_loadu_si128(base.add(b[i + 1] as usize + offset).cast()),
+                    _mm_loadu_si128(base.add(b[i] as usize + offset).cast()),
+                )
+            };
+            let mask = |set: &[[u8; 16]], i: usize| _mm256_loadu_si256(set.as_ptr().add(i).cast());
+            // Lane 0 holds groups 0 and 2, lane 1 groups 1 and 3, each at its own bytes.
+            let mut bytes = _mm256_or_si256(
+                _mm256_shuffle_epi8(load(0, 0), mask(m, 0)),
+                _mm256_shuffle_epi8(load(2, 0), mask(m, 2)),
+            );
+            if let Some(high) = high {
+                let h = &high[4 * q..4 * q + 4];
+                bytes = _mm256_or_si256(
+                    bytes,
+                    _mm256_or_si256(
+                        _mm256_shuffle_epi8(load(0, 16), mask(h, 0)),
+                        _mm256_shuffle_epi8(load(2, 16), mask(h, 2)),
+                    ),
+                );
+            }
+            let both = _mm_or_si128(
+                _mm256_castsi256_si128(bytes),
+                _mm256_extracti128_si256::<1>(bytes),
+            );
+            _mm_storeu_si128(o.as_mut_ptr().cast(), both);
+        }
+    }
+}
+
+/// The fixed-point colour stage of [`super::fixed::FixedColour`] for the first `n`
+/// pixels (16 per step): for each output channel `c`,
+/// `outs[c][j] = clamp((k0 * s0[j] + k1 * s1[j] + k2 * s2[j] + bias) >> shift, 0, 255)`,
+/// the source pairs multiplied and summed in 32 bits by `vpmaddwd`, the clamp done by the
+/// saturating packs. The same integers as the portable form, so the same bits.
+///
+/// # Safety
+/// AVX2 must be available; `n` is a multiple of 16; each of `s` and each of `outs` (at
+/// most 3) holds at least `n` bytes.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn fixed_colour(
+    fixed: &super::fixed::FixedColour,
+    s: [&[u8]; 3],
+    outs: &mut [&mut [u8]],
+    n: usize,
+) {
+    let pair = |lo: i16, hi: i16| _mm256_set1_epi32(i32::from(lo as u16) | (i32::from(hi) << 16));
+    let coef01 = fixed.coef.map(|k| pair(k[0], k[1]));
+    let coef2 = fixed.coef.map(|k| pair(k[2], 0));
+    let bias = fixed.bias.map(|b| _mm256_set1_epi32(b));
+    let shift = _mm_cvtsi32_si128(fixed.shift as i32);
+    let zero = _mm256_setzero_si256();
+    for j in (0..n).step_by(16) {
+        // SAFETY: `j + 16 <= n` and every row holds at least `n` bytes (caller).
+        unsafe {
+            let widen = |r: &[u8]| _mm256_cvtepu8_epi16(_mm_loadu_si128(r.as_ptr().add(j).cast()));
+            let (a, b, c) = (widen(s[0]), widen(s[1]), widen(s[2]));
+            // Per 128-bit lane: pixels 0-3 | 8-11 in the low halves, 4-7 | 12-15 in the
+            // high ones; the packs below put them back in order.
+            let (ab_lo, ab_hi) = (_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b));
+            let (c_lo, c_hi) = (
+                _mm256_unpacklo_epi16(c, zero),
+                _mm256_unpackhi_epi16(c, zero),
+            );
+            for (k, out) in outs.iter_mut().enumerate() {
+                let sum = |ab: __m256i, c: __m256i| {
+                    let v = _mm256_add_epi32(
+                        _mm256_madd_epi16(ab, coef01[k]),
+                        _mm256_madd_epi16(c, coef2[k]),
+                    );
+                    _mm256_sra_epi32(_mm256_add_epi32(v, bias[k]), shift)
+                };
+                let words = _mm256_packs_epi32(sum(ab_lo, c_lo), sum(ab_hi, c_hi));
+                let bytes = _mm256_packus_epi16(words, words);
+                let ordered = _mm256_permute4x64_epi64::<0b00_00_10_00>(bytes);
+                _mm_storeu_si128(
+                    out.as_mut_ptr().add(j).cast(),
+                    _mm256_castsi256_si128(ordered),
+                );
+            }
+        }
+    }
+}
+
+/// `vpshufb` masks that interleave three 16-byte rows into 48 bytes of 3-byte pixels:
+/// `INTERLEAVE3[c][k]` moves row `c`'s bytes to their places in output block `k` (byte
+/// `i` of block `k` is pixel `(16k + i) / 3`, channel `(16k + i) % 3`) and zeroes the rest.
+const INTERLEAVE3: [[[u8; 16]; 3]; 3] = {
+    let mut masks = [[[0x80u8; 16]; 3]; 3];
+    let mut k = 0;
+    while k < 3 {
+        let mut i = 0;
+        while i < 16 {
+            let at = 16 * k + i;
+            masks[at % 3][k][i] = (at / 3) as u8;
+            i += 1;
+        }
+        k += 1;
+    }
+    masks
+};
+
+/// `dst[3j + c] = rows[c][j]` for the first `n` pixels (16 per step): three byte shuffles
+/// and two ors per 16 output bytes, where the compiler's code stores byte by byte.
+///
+/// # Safety
+/// AVX2 must be available; `n` is a multiple of 16; each row holds at least `n` bytes and
+/// `dst` at least `3 * n`.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
+    // SAFETY: the masks are 16-byte arrays; loading them touches only their own memory.
+    let masks = INTERLEAVE3.map(|c| c.map(|m| unsafe { _mm_loadu_si128(m.as_ptr().cast()) }));
+    for j in (0..n).step_by(16) {
+        // SAFETY: `j + 16 <= n` bytes of each row and `3 * (j + 16) <= 3 * n` bytes of
+        // `dst` (caller).
+        unsafe {
+            let v = rows.map(|r| _mm_loadu_si128(r.as_ptr().add(j).cast()));
+            let [m0, m1, m2] = &masks;
+            for (k, ((&a, &b), &c)) in m0.iter().zip(m1).zip(m2).enumerate() {
+                let block = _mm_or_si128(
+                    _mm_or_si128(_mm_shuffle_epi8(v[0], a), _mm_shuffle_epi8(v[1], b)),
+                    _mm_shuffle_epi8(v[2], c),
+                );
+                _mm_storeu_si128(dst.as_mut_ptr().add(3 * j + 16 * k).cast(), block);
+            }
+        }
+    }
+}
