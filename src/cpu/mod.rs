@@ -104,6 +104,15 @@ pub(crate) enum Threads {
     Caller,
 }
 
+impl Threads {
+    /// Whether work goes to the pool: `Pool`, and a pool of more than one thread (the
+    /// pool the caller runs in, or the global one). A one-thread pool only adds a hand-off
+    /// to its worker and back per frame, so the caller converts on its own thread then.
+    fn spreads(self) -> bool {
+        self == Threads::Pool && rayon::current_num_threads() > 1
+    }
+}
+
 /// The CPU converter: owns every buffer a conversion needs, so converting the same
 /// geometry again allocates nothing.
 pub(crate) struct CpuConverter {
@@ -323,7 +332,7 @@ fn run_batch<T: OutElement>(
             threads,
         )
     };
-    if threads == Threads::Pool && jobs.len() > 1 {
+    if threads.spreads() && jobs.len() > 1 {
         dst.par_chunks_mut(slice_len)
             .zip(jobs.par_iter())
             .zip(scratch.par_iter_mut())
@@ -375,7 +384,7 @@ fn run<T: OutElement>(
     let vw = plan.valid[2] as usize;
     let height = plan.dst_height as usize;
     let pixels = plan.dst_width as usize * height;
-    let bands = if threads == Threads::Pool && pixels >= PARALLEL_MIN_PIXELS {
+    let bands = if threads.spreads() && pixels >= PARALLEL_MIN_PIXELS {
         (rayon::current_num_threads() * 4).min(height)
     } else {
         1
