@@ -744,3 +744,86 @@ fn bad_quantizations_say_what_to_change() {
     let e = "0.5".parse::<Quantize>().unwrap_err().to_string();
     assert!(e.contains("SCALE,ZERO_POINT"), "{e}");
 }
+
+/// The camera workloads with 8-bit destinations (the fixed-point paths: one tap per
+/// column at 1920 → 640, bilinear at 1920 → 416 and 3840 → 640) against the f64
+/// reference on random frames: every channel within 1 of the rounded reference, and the
+/// mean absolute difference at most 0.1 (it prints what it measured).
+#[test]
+fn eight_bit_camera_workloads_match_the_reference_on_average() {
+    let mut rng = Rng::new(27);
+    let mut proc = processor();
+    let colorimetries = [
+        Colorimetry::BT601_LIMITED,
+        Colorimetry::BT709_LIMITED,
+        Colorimetry::new(Matrix::Bt2020, Range::Full),
+    ];
+    let geometries = [
+        ((1920, 1080), 640),
+        ((1920, 1080), 416),
+        ((3840, 2160), 640),
+    ];
+    let sources = [
+        PixelFormat::Nv12,
+        PixelFormat::Nv21,
+        PixelFormat::I420,
+        PixelFormat::Yuyv,
+    ];
+    let dsts = [
+        (PixelFormat::Rgb, DType::U8),
+        (PixelFormat::PlanarRgb, DType::I8),
+    ];
+    let o = ConvertOptions {
+        fit: Fit::Letterbox { pad: [114; 3] },
+        ..Default::default()
+    };
+    let mut case = 0;
+    for ((sw, sh), side) in geometries {
+        for (s, &format) in sources.iter().enumerate() {
+            if (sw, format) == (3840, PixelFormat::Yuyv) {
+                continue;
+            }
+            let colorimetry = colorimetries[(case / 2 + s) % colorimetries.len()];
+            let src = ImageLayout::new(sw, sh, format)
+                .unwrap()
+                .with_colorimetry(Some(colorimetry));
+            let bufs = random_buffers(&src, &mut rng, 0);
+            let want = reference(&bufs, &src, side, side, PixelFormat::Rgb, &o);
+            for (df, dt) in dsts {
+                case += 1;
+                let dst = ImageLayout::tight(side, side, df, dt).unwrap();
+                let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+                let got = match dt {
+                    DType::U8 => {
+                        let mut out = vec![0u8; dst.required_len(0)];
+                        proc.convert_buffers(&slices, &src, &mut out, &dst, &o)
+                            .unwrap();
+                        read_back(&out, &dst, [0.0; 3], [1.0; 3])
+                    }
+                    _ => {
+                        let mut out = vec![0i8; dst.required_len(0)];
+                        proc.convert_buffers(&slices, &src, &mut out, &dst, &o)
+                            .unwrap();
+                        read_back(&out, &dst, [0.0; 3], [1.0; 3])
+                    }
+                };
+                let (worst, _) = max_error(&got, &want, df, dt);
+                let sum: f64 = got
+                    .iter()
+                    .zip(&want)
+                    .flat_map(|((g, _), w)| {
+                        (0..3).map(move |c| (g[c] - (w[c] + 0.5).floor()).abs())
+                    })
+                    .sum();
+                let mad = sum / (3 * got.len()) as f64;
+                eprintln!(
+                    "{format} {sw}x{sh} -> {side} {df} {dt} {colorimetry:?}: max {worst}, MAD {mad:.4}"
+                );
+                assert!(
+                    worst <= 1.0 && mad <= 0.1,
+                    "{format} -> {side} {df} {dt}: max {worst}, MAD {mad}"
+                );
+            }
+        }
+    }
+}

@@ -71,6 +71,18 @@ impl Simd {
         widest
     }
 
+    /// Whether 8-bit destinations take the fixed-point paths of `fixed`: where the
+    /// hardware has a wide kernel (AVX2, NEON), whichever kernel runs, so forcing the
+    /// portable one (`PINFRAME_CPU_SIMD=portable`) still gives the same bits. On an
+    /// x86-64 CPU without AVX2 the fixed-point bilinear path, gathering tap by tap, measured
+    /// 1.3-1.5x slower than the f32 path, which blends whole rows with SSE2 (one-thread
+    /// A/B of `pinframe bench`, NV12 → 416 and 4K NV12 → 640 letterbox, u8): those CPUs
+    /// keep the f32 path, and their 8-bit outputs may differ from an AVX2 machine's by 1
+    /// in a few pixels (both within 1 of the f64 reference).
+    fn fixed_point() -> bool {
+        Simd::widest() != Simd::Portable
+    }
+
     /// The name `pinframe bench` and `pinframe info` print for this kernel.
     pub fn name(self) -> &'static str {
         match self {
@@ -572,12 +584,22 @@ impl Job<'_> {
         let mut outs: [&mut [f32]; 3] = [o0, o1, o2];
         // 8-bit unscaled destinations of rows whose samples are source bytes take the
         // fixed-point path (`fixed`): the rows below that read one source row.
-        let fixed = (T::IS_BYTE
+        let fixed_point = T::IS_BYTE && Simd::fixed_point();
+        let fixed = (fixed_point
             && decoder.is_none()
             && self.tables.byte_rows()
             && plan.out_scale == [1.0; 3]
             && plan.out_bias == [0.0; 3])
-            .then(|| FixedColour::new(&plan.color_matrix))
+            .then(|| FixedColour::new(&plan.color_matrix, 0))
+            .flatten();
+        // The same destinations of rows with two taps per column (bilinear) take the
+        // fixed-point bilinear path where every channel's columns have its gathers.
+        let fixed_q7 = (fixed_point
+            && decoder.is_none()
+            && self.tables.q7_rows(self.count)
+            && plan.out_scale == [1.0; 3]
+            && plan.out_bias == [0.0; 3])
+            .then(|| FixedColour::new(&plan.color_matrix, 7))
             .flatten();
         let mut pad_row: Option<usize> = None;
         for r in 0..rows {
@@ -613,6 +635,35 @@ impl Job<'_> {
                             [&*b0, &*b0, &*b0]
                         } else {
                             [&*b0, &*b1, &*b2]
+                        };
+                        let colours: &mut [u8] = bytemuck::cast_slice_mut(&mut *s1);
+                        let (c0, rest) = colours.split_at_mut(vw);
+                        let (c1, rest) = rest.split_at_mut(vw);
+                        let mut out_bytes = [c0, c1, &mut rest[..vw]];
+                        fixed.colour_rows(self.simd, s, &mut out_bytes[..oc]);
+                        in_bytes = true;
+                    } else if let Some(fixed) = &fixed_q7 {
+                        // Q7 samples in `s0` (two rows of `vw`) and `s2`, colour bytes in
+                        // `s1`.
+                        let samples: &mut [i16] = bytemuck::cast_slice_mut(&mut *s0);
+                        let (q0, q1) = samples.split_at_mut(vw);
+                        let q2: &mut [i16] = bytemuck::cast_slice_mut(&mut *s2);
+                        let q2 = &mut q2[..vw];
+                        sample::sample_row_q7(
+                            self.src,
+                            &self.channels,
+                            self.count,
+                            self.tables,
+                            row_offsets,
+                            row_weight,
+                            [&mut *q0, &mut q1[..vw], &mut *q2],
+                            blend,
+                            self.simd,
+                        );
+                        let s: [&[i16]; 3] = if self.count == 1 {
+                            [&*q0, &*q0, &*q0]
+                        } else {
+                            [&*q0, &q1[..vw], &*q2]
                         };
                         let colours: &mut [u8] = bytemuck::cast_slice_mut(&mut *s1);
                         let (c0, rest) = colours.split_at_mut(vw);

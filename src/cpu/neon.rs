@@ -219,11 +219,11 @@ pub(super) unsafe fn gather_bytes_u8(
 ///
 /// # Safety
 /// `n` is a multiple of 8; each of `s` and each of `outs` (at most 3) holds at least `n`
-/// bytes.
+/// elements.
 #[inline(always)]
-pub(super) unsafe fn fixed_colour(
+pub(super) unsafe fn fixed_colour<S: super::fixed::FixedSample>(
     fixed: &super::fixed::FixedColour,
-    s: [&[u8]; 3],
+    s: [&[S]; 3],
     outs: &mut [&mut [u8]],
     n: usize,
 ) {
@@ -236,9 +236,17 @@ pub(super) unsafe fn fixed_colour(
         )
     };
     for j in (0..n).step_by(8) {
-        // SAFETY: `j + 8 <= n` and every row holds at least `n` bytes (caller).
+        // SAFETY: `j + 8 <= n` and every row holds at least `n` elements (caller).
         unsafe {
-            let widen = |r: &[u8]| vreinterpretq_s16_u16(vmovl_u8(vld1_u8(r.as_ptr().add(j))));
+            // 8 samples as 16-bit integers: bytes widened, Q7 words as they are.
+            let widen = |r: &[S]| {
+                let p = r.as_ptr().add(j);
+                if size_of::<S>() == 1 {
+                    vreinterpretq_s16_u16(vmovl_u8(vld1_u8(p.cast())))
+                } else {
+                    vld1q_s16(p.cast())
+                }
+            };
             let (a, b, c) = (widen(s[0]), widen(s[1]), widen(s[2]));
             for (k, out) in outs.iter_mut().enumerate() {
                 let [k0, k1, k2] = coef[k];
@@ -274,6 +282,69 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
                 vld1q_u8(rows[2].as_ptr().add(j)),
             );
             vst3q_u8(dst.as_mut_ptr().add(3 * j), v);
+        }
+    }
+}
+
+/// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
+/// `sample::lerp_q7`), four columns (one group) per step, the twin of
+/// `x86::bilinear_q7`: per row one 32-byte window and two `tbl` shuffles that leave each
+/// column's taps as a 16-bit pair; the two rows' taps blended in 32 bits and rounded to
+/// Q7, then each column's pair of blended taps weighted in 32 bits (widening multiplies
+/// and a pairwise add) and rounded to Q7. The same integers as the portable form.
+///
+/// # Safety
+/// `bases`, `masks` and `high` have one entry per group; `weights` and `out` 4 entries
+/// per group; `bases[g] + 32 <=` the length of `top` and of `bottom` for every `g`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn bilinear_q7(
+    top: &[u8],
+    bottom: &[u8],
+    bases: &[u32],
+    masks: &[[u8; 16]],
+    high: &[[u8; 16]],
+    weights: &[i32],
+    wy: i32,
+    out: &mut [i16],
+) {
+    let (y0, y1) = (wy & 0xFFFF, wy >> 16);
+    for ((((&b, m), h), w), o) in bases
+        .iter()
+        .zip(masks)
+        .zip(high)
+        .zip(weights.chunks_exact(4))
+        .zip(out.chunks_exact_mut(4))
+    {
+        // SAFETY: `b + 32 <=` both rows' lengths (caller), so both 16-byte loads of each
+        // row are inside it; `m` and `h` are 16-byte masks, `w` 4 weight pairs and `o` 4
+        // values.
+        unsafe {
+            let (m, h) = (vld1q_u8(m.as_ptr()), vld1q_u8(h.as_ptr()));
+            // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
+            let taps = |r: &[u8]| {
+                let p = r.as_ptr().add(b as usize);
+                let pairs = vorrq_u8(
+                    vqtbl1q_u8(vld1q_u8(p), m),
+                    vqtbl1q_u8(vld1q_u8(p.add(16)), h),
+                );
+                vreinterpretq_s32_u8(pairs)
+            };
+            let (t, u) = (taps(top), taps(bottom));
+            // Each tap blended between the rows: 16-bit values in 32-bit lanes, so plain
+            // 32-bit multiplies give the products.
+            let blend = |t: int32x4_t, u: int32x4_t| {
+                let v = vmlaq_n_s32(vmulq_n_s32(t, y0), u, y1);
+                vshrq_n_s32::<7>(vaddq_s32(v, vdupq_n_s32(1 << 6)))
+            };
+            let low16 = vdupq_n_s32(0xFFFF);
+            let tap0 = blend(vandq_s32(t, low16), vandq_s32(u, low16));
+            let tap1 = blend(vshrq_n_s32::<16>(t), vshrq_n_s32::<16>(u));
+            let w = vld1q_s32(w.as_ptr());
+            let (x0, x1) = (vandq_s32(w, low16), vshrq_n_s32::<16>(w));
+            let v = vmlaq_s32(vmulq_s32(tap0, x0), tap1, x1);
+            let v = vshrq_n_s32::<14>(vaddq_s32(v, vdupq_n_s32(1 << 13)));
+            vst1_s16(o.as_mut_ptr(), vmovn_s32(v));
         }
     }
 }

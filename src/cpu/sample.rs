@@ -191,6 +191,53 @@ struct SpanTaps {
     /// groups' shuffles or together into 16 output bytes.
     byte_masks: Vec<[u8; 16]>,
     byte_masks_high: Vec<[u8; 16]>,
+    /// Both taps of every column for the fixed-point bilinear path (`bilinear_q7`), as
+    /// byte shuffles: per group of [`SHUFFLE_GROUP`] columns a base (the group's
+    /// smallest tap) and a mask that moves column `k`'s first tap to byte `4k` and its
+    /// second to byte `4k + 2` of 16, the other bytes 0 (mask 0x80): each 32-bit lane is
+    /// then the pair `(x0, x1)` as two 16-bit integers. `two_masks_high` does the same for
+    /// taps 16 to 31 bytes after the base. Empty where a group spans 32 bytes or more.
+    two_bases: Vec<u32>,
+    two_masks: Vec<[u8; 16]>,
+    two_masks_high: Vec<[u8; 16]>,
+    /// One past the last byte the two-tap gathers read (the largest base + 32).
+    two_reach: usize,
+    /// Per column, the weights of its two taps in fixed point ([`Q14`]) as the 16-bit pair
+    /// `(Q14 - w, w)` in one 32-bit lane (`w = round(weight * Q14)`).
+    two_weights: Vec<i32>,
+}
+
+/// The fixed-point unit of the bilinear path's weights: 2^14, so a weight pair multiplied
+/// with a pair of samples below 2^15 stays inside 32 bits.
+pub(crate) const Q14: i32 = 1 << 14;
+
+/// The fixed-point form of a bilinear weight in 0..=1: `(Q14 - w, w)` as two 16-bit halves.
+#[inline(always)]
+pub(crate) fn weight_pair(weight: f32) -> i32 {
+    let w = (weight * Q14 as f32).round().clamp(0.0, Q14 as f32) as i32;
+    (Q14 - w) | (w << 16)
+}
+
+/// The vertical step of the fixed-point bilinear path, the formula every kernel
+/// computes: source bytes `a` (top row) and `b` (bottom row) blended with the row's
+/// weight pair `wy` ([`weight_pair`]) in Q14, rounded to 7 fractional bits (`Q7`, at most
+/// 255 * 128). Blending first lets the portable kernel blend whole spans (vectorised)
+/// and the wide ones blend only the taps they gather, with the same result.
+#[inline(always)]
+pub(crate) fn blend_q7(a: u8, b: u8, wy: i32) -> i16 {
+    // `a * (Q14 - w) + b * w`, the pair product the wide kernels take (`vpmaddwd`), with
+    // one multiply: the same integer.
+    let (a, b) = (i32::from(a), i32::from(b));
+    (((a << 14) + (b - a) * (wy >> 16) + (1 << 6)) >> 7) as i16
+}
+
+/// The horizontal step: a column's two blended taps `v0`, `v1` (Q7) with its weight pair
+/// `wx`, in Q21, rounded back to Q7.
+#[inline(always)]
+pub(crate) fn lerp_q7(v0: i16, v1: i16, wx: i32) -> i16 {
+    // `v0 * (Q14 - w) + v1 * w` with one multiply, as in `blend_q7`.
+    let (v0, v1) = (i32::from(v0), i32::from(v1));
+    (((v0 << 14) + (v1 - v0) * (wx >> 16) + (1 << 13)) >> 14) as i16
 }
 
 /// Columns per byte-shuffle group: four 32-bit lanes in one 128-bit register.
@@ -240,6 +287,171 @@ impl SpanTaps {
         }
         self.max_first = self.first.iter().max().map_or(0, |&m| m as usize);
         self.rebuild_shuffles();
+        self.rebuild_two_tap(weights);
+    }
+
+    /// Fills the two-tap gathers and weights of the fixed-point bilinear path (the masks
+    /// left empty where a group of columns spans 32 bytes or more).
+    fn rebuild_two_tap(&mut self, weights: &[f32]) {
+        self.two_bases.clear();
+        self.two_masks.clear();
+        self.two_masks_high.clear();
+        self.two_weights.clear();
+        self.two_reach = 0;
+        self.two_weights
+            .extend(weights.iter().map(|&w| weight_pair(w)));
+        let mut reach = 0;
+        let taps = self
+            .first
+            .chunks_exact(SHUFFLE_GROUP)
+            .zip(self.second.chunks_exact(SHUFFLE_GROUP));
+        for (first, second) in taps {
+            let both = || first.iter().chain(second);
+            let base = both().copied().min().unwrap_or(0);
+            if both().any(|&t| t - base >= 32) {
+                self.two_bases.clear();
+                self.two_masks.clear();
+                self.two_masks_high.clear();
+                return;
+            }
+            let (mut low, mut high) = ([0x80u8; 16], [0x80u8; 16]);
+            for (k, (&a, &b)) in first.iter().zip(second).enumerate() {
+                for (at, tap) in [(4 * k, a), (4 * k + 2, b)] {
+                    let d = (tap - base) as u8;
+                    if d < 16 {
+                        low[at] = d;
+                    } else {
+                        high[at] = d - 16;
+                    }
+                }
+            }
+            self.two_bases.push(base);
+            self.two_masks.push(low);
+            self.two_masks_high.push(high);
+            reach = reach.max(base as usize + 32);
+        }
+        self.two_reach = reach;
+    }
+
+    /// Whether the fixed-point bilinear path can take this channel's columns: every
+    /// whole group has its two-tap masks.
+    fn has_two_tap(&self, n: usize) -> bool {
+        self.two_bases.len() == n / SHUFFLE_GROUP && self.two_weights.len() >= n
+    }
+
+    /// Column `j`'s fixed-point bilinear value (`blend_q7` of its taps in the source rows
+    /// `top` and `bottom`, which may be one row, then `lerp_q7`) into `out[j]`, with the
+    /// two-tap gathers of `simd` where both rows are long enough for their loads; false
+    /// (nothing written) where `simd` has none or a row is too short. Both rows may run
+    /// past the span (to the end of their buffer).
+    #[inline(always)]
+    fn bilinear_q7_wide(
+        &self,
+        simd: Simd,
+        top: &[u8],
+        bottom: &[u8],
+        wy: i32,
+        out: &mut [i16],
+    ) -> bool {
+        let n = out.len();
+        let lanes = match simd {
+            Simd::Portable => return false,
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => 2 * SHUFFLE_GROUP,
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            Simd::Neon => SHUFFLE_GROUP,
+        };
+        let whole = n - n % lanes;
+        if self.two_bases.len() * SHUFFLE_GROUP < whole
+            || self.two_weights.len() < n
+            || top.len() < self.two_reach.max(self.bound)
+            || bottom.len() < self.two_reach.max(self.bound)
+            || self.first.len() < n
+            || self.second.len() < n
+        {
+            return false;
+        }
+        if whole > 0 {
+            let groups = whole / SHUFFLE_GROUP;
+            let (bases, masks, high) = (
+                &self.two_bases[..groups],
+                &self.two_masks[..groups],
+                &self.two_masks_high[..groups],
+            );
+            let weights = &self.two_weights[..whole];
+            match simd {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting
+                // it); `groups` is even (`whole` is a multiple of 8), masks and weights
+                // match it, the output holds `whole` values, and every
+                // `base + 32 <= two_reach <=` each row's length (checked above).
+                Simd::Avx2 => unsafe {
+                    super::x86::bilinear_q7(
+                        top,
+                        bottom,
+                        bases,
+                        masks,
+                        high,
+                        weights,
+                        wy,
+                        &mut out[..whole],
+                    )
+                },
+                #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+                // SAFETY: as for AVX2, with any number of groups (NEON is baseline).
+                Simd::Neon => unsafe {
+                    super::neon::bilinear_q7(
+                        top,
+                        bottom,
+                        bases,
+                        masks,
+                        high,
+                        weights,
+                        wy,
+                        &mut out[..whole],
+                    )
+                },
+                Simd::Portable => {}
+            }
+        }
+        let columns = self.first[whole..n]
+            .iter()
+            .zip(&self.second[whole..n])
+            .zip(&self.two_weights[whole..n]);
+        for (o, ((&f, &s), &wx)) in out[whole..].iter_mut().zip(columns) {
+            let (f, s) = (f as usize, s as usize);
+            let v0 = blend_q7(top[f], bottom[f], wy);
+            let v1 = blend_q7(top[s], bottom[s], wy);
+            *o = lerp_q7(v0, v1, wx);
+        }
+        true
+    }
+
+    /// `lerp_q7` of every column from a row of blended taps (`blend_q7` of a plane's
+    /// span, index 0 at the span's start).
+    #[inline(always)]
+    fn lerp_q7_row(&self, row: &[i16], out: &mut [i16]) {
+        let n = out.len();
+        assert!(
+            row.len() >= self.bound
+                && self.first.len() >= n
+                && self.second.len() >= n
+                && self.two_weights.len() >= n
+        );
+        let columns = self.first[..n]
+            .iter()
+            .zip(&self.second[..n])
+            .zip(&self.two_weights[..n]);
+        for (o, ((&f, &s), &wx)) in out.iter_mut().zip(columns) {
+            // SAFETY: `f, s < self.bound <= row.len()` (asserted above).
+            let (v0, v1) = unsafe {
+                (
+                    *row.get_unchecked(f as usize),
+                    *row.get_unchecked(s as usize),
+                )
+            };
+            *o = lerp_q7(v0, v1, wx);
+        }
     }
 
     /// Fills `shuffle_bases` and the shuffle masks from `first` (all left empty when a
@@ -696,6 +908,14 @@ impl ColumnTables {
     pub fn byte_rows(&self) -> bool {
         self.single_tap && self.plane_count > 0
     }
+
+    /// Whether every channel's columns have the two-tap gathers of the fixed-point
+    /// bilinear path (untransposed; each group of four columns within 32 bytes), what
+    /// `sample_row_q7` needs.
+    pub fn q7_rows(&self, count: usize) -> bool {
+        let n = self.weights.len();
+        self.plane_count > 0 && self.span_taps[..count].iter().all(|t| t.has_two_tap(n))
+    }
 }
 
 /// The other axis's taps for one destination row: per channel the two offsets, and the
@@ -872,5 +1092,66 @@ pub(crate) fn sample_row_bytes(
         // The rest of the buffer after the span too: the shuffle gathers load 16 bytes
         // from a group's first tap.
         tables.span_taps[c].nearest_u8(simd, &buf[row_offsets[c][0] + p.lo..], out);
+    }
+}
+
+/// [`sample_row`] for the fixed-point bilinear path: every source channel bilinearly
+/// interpolated in fixed point (`blend_q7` then `lerp_q7`, 7 fractional bits) from the
+/// source rows of `row_offsets` with the row weight `row_weight`, for tables whose
+/// columns all have two-tap gathers (`ColumnTables::q7_rows`). The wide kernels gather
+/// and blend each column's taps; otherwise each plane's span is blended once (into
+/// `blend`, the scratch `ColumnTables::blend_len` sizes, as 16-bit values) and the taps
+/// are read from it, the same integers either way.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn sample_row_q7(
+    src: &[&[u8]],
+    channels: &[ChannelSource; 3],
+    count: usize,
+    tables: &ColumnTables,
+    row_offsets: [[usize; 2]; 3],
+    row_weight: f32,
+    outs: [&mut [i16]; 3],
+    blend: &mut [f32],
+    simd: Simd,
+) {
+    debug_assert!(tables.q7_rows(count));
+    let wy = weight_pair(row_weight);
+    let blend: &mut [i16] = bytemuck::cast_slice_mut(blend);
+    let mut blended = [false; 3];
+    for (c, out) in outs.into_iter().enumerate().take(count) {
+        let plane = tables.channel_plane[c];
+        let p = &tables.planes[plane];
+        let buf = src[channels[c].buffer];
+        let [b0, b1] = row_offsets[c];
+        let taps = &tables.span_taps[c];
+        // The rest of the buffer after each span: the gathers load 32 bytes from a
+        // group's base.
+        if taps.bilinear_q7_wide(simd, &buf[b0 + p.lo..], &buf[b1 + p.lo..], wy, out) {
+            continue;
+        }
+        let len = p.hi - p.lo;
+        // Each plane's span is blended once per row, in its own part of the scratch
+        // (`scratch` counts floats: twice as many 16-bit values fit).
+        let row = &mut blend[2 * p.scratch..2 * p.scratch + len];
+        if p.blend && !blended[plane] {
+            let (r0, r1) = (&buf[b0 + p.lo..b0 + p.hi], &buf[b1 + p.lo..b1 + p.hi]);
+            for ((d, &a), &b) in row.iter_mut().zip(r0).zip(r1) {
+                *d = blend_q7(a, b, wy);
+            }
+            blended[plane] = true;
+        }
+        if p.blend {
+            taps.lerp_q7_row(row, out);
+        } else {
+            // No scratch for this plane (a span too wide to blend whole): column by
+            // column from the source rows.
+            let (r0, r1) = (&buf[b0 + p.lo..], &buf[b1 + p.lo..]);
+            let columns = taps.first.iter().zip(&taps.second).zip(&taps.two_weights);
+            for (o, ((&f, &s), &wx)) in out.iter_mut().zip(columns) {
+                let (f, s) = (f as usize, s as usize);
+                *o = lerp_q7(blend_q7(r0[f], r1[f], wy), blend_q7(r0[s], r1[s], wy), wx);
+            }
+        }
     }
 }

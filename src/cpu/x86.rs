@@ -229,15 +229,16 @@ pub(super) unsafe fn gather_bytes_u8(
 /// pixels (16 per step): for each output channel `c`,
 /// `outs[c][j] = clamp((k0 * s0[j] + k1 * s1[j] + k2 * s2[j] + bias) >> shift, 0, 255)`,
 /// the source pairs multiplied and summed in 32 bits by `vpmaddwd`, the clamp done by the
-/// saturating packs. The same integers as the portable form, so the same bits.
+/// saturating packs. Samples are bytes (widened) or Q7 words (`FixedSample`). The same
+/// integers as the portable form, so the same bits.
 ///
 /// # Safety
 /// AVX2 must be available; `n` is a multiple of 16; each of `s` and each of `outs` (at
-/// most 3) holds at least `n` bytes.
+/// most 3) holds at least `n` elements.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn fixed_colour(
+pub(super) unsafe fn fixed_colour<S: super::fixed::FixedSample>(
     fixed: &super::fixed::FixedColour,
-    s: [&[u8]; 3],
+    s: [&[S]; 3],
     outs: &mut [&mut [u8]],
     n: usize,
 ) {
@@ -248,9 +249,17 @@ pub(super) unsafe fn fixed_colour(
     let shift = _mm_cvtsi32_si128(fixed.shift as i32);
     let zero = _mm256_setzero_si256();
     for j in (0..n).step_by(16) {
-        // SAFETY: `j + 16 <= n` and every row holds at least `n` bytes (caller).
+        // SAFETY: `j + 16 <= n` and every row holds at least `n` elements (caller).
         unsafe {
-            let widen = |r: &[u8]| _mm256_cvtepu8_epi16(_mm_loadu_si128(r.as_ptr().add(j).cast()));
+            // 16 samples as 16-bit integers: bytes widened, Q7 words as they are.
+            let widen = |r: &[S]| {
+                let p = r.as_ptr().add(j);
+                if size_of::<S>() == 1 {
+                    _mm256_cvtepu8_epi16(_mm_loadu_si128(p.cast()))
+                } else {
+                    _mm256_loadu_si256(p.cast())
+                }
+            };
             let (a, b, c) = (widen(s[0]), widen(s[1]), widen(s[2]));
             // Per 128-bit lane: pixels 0-3 | 8-11 in the low halves, 4-7 | 12-15 in the
             // high ones; the packs below put them back in order.
@@ -320,6 +329,83 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
                 );
                 _mm_storeu_si128(dst.as_mut_ptr().add(3 * j + 16 * k).cast(), block);
             }
+        }
+    }
+}
+
+/// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
+/// `sample::lerp_q7`) for 8 columns per step (two groups of four): per row and group one
+/// 32-byte window (two 16-byte loads) and two byte shuffles (`masks`, `high`) that leave
+/// each column's taps as a pair of 16-bit integers in its 32-bit lane; the two rows'
+/// pairs interleaved into (top, bottom) pairs per tap and `vpmaddwd` with the row weight
+/// pair `wy`, rounded to Q7; those packed into (tap 0, tap 1) pairs per column and
+/// `vpmaddwd` with the column's weight pair, rounded to Q7. The same integers as the
+/// portable form.
+///
+/// # Safety
+/// AVX2 must be available; `bases`, `masks` and `high` have one entry per group, an even
+/// number of groups; `weights` and `out` 4 entries per group; `bases[g] + 32 <=` the
+/// length of `top` and of `bottom` for every `g`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn bilinear_q7(
+    top: &[u8],
+    bottom: &[u8],
+    bases: &[u32],
+    masks: &[[u8; 16]],
+    high: &[[u8; 16]],
+    weights: &[i32],
+    wy: i32,
+    out: &mut [i16],
+) {
+    let wy = _mm256_set1_epi32(wy);
+    let (half7, half14) = (_mm256_set1_epi32(1 << 6), _mm256_set1_epi32(1 << 13));
+    for ((((b, m), h), w), o) in bases
+        .chunks_exact(2)
+        .zip(masks.chunks_exact(2))
+        .zip(high.chunks_exact(2))
+        .zip(weights.chunks_exact(8))
+        .zip(out.chunks_exact_mut(8))
+    {
+        // SAFETY: each `b[i] + 32 <=` both rows' lengths (caller), so every 16-byte load
+        // at `b[i]` and `b[i] + 16` is inside its row; `m` and `h` are two contiguous
+        // 16-byte masks each, `w` 8 weights and `o` 8 values.
+        unsafe {
+            let (m, h) = (
+                _mm256_loadu_si256(m.as_ptr().cast()),
+                _mm256_loadu_si256(h.as_ptr().cast()),
+            );
+            // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
+            let taps = |r: &[u8]| {
+                let load = |offset: usize| {
+                    _mm256_set_m128i(
+                        _mm_loadu_si128(r.as_ptr().add(b[1] as usize + offset).cast()),
+                        _mm_loadu_si128(r.as_ptr().add(b[0] as usize + offset).cast()),
+                    )
+                };
+                _mm256_or_si256(
+                    _mm256_shuffle_epi8(load(0), m),
+                    _mm256_shuffle_epi8(load(16), h),
+                )
+            };
+            let (t, u) = (taps(top), taps(bottom));
+            // (top, bottom) pairs: columns 0-1 of each group in `lo`, 2-3 in `hi`, each
+            // column's tap 0 then tap 1.
+            let blend = |pairs: __m256i| {
+                _mm256_srai_epi32::<7>(_mm256_add_epi32(_mm256_madd_epi16(pairs, wy), half7))
+            };
+            let (lo, hi) = (
+                blend(_mm256_unpacklo_epi16(t, u)),
+                blend(_mm256_unpackhi_epi16(t, u)),
+            );
+            // (tap 0, tap 1) pairs per column, columns in order within each group.
+            let pairs = _mm256_packs_epi32(lo, hi);
+            let w = _mm256_loadu_si256(w.as_ptr().cast());
+            let v = _mm256_srai_epi32::<14>(_mm256_add_epi32(_mm256_madd_epi16(pairs, w), half14));
+            // Lane 0 holds columns 0-3, lane 1 columns 4-7: pack, then take each lane's
+            // low 64 bits.
+            let words = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packs_epi32(v, v));
+            _mm_storeu_si128(o.as_mut_ptr().cast(), _mm256_castsi256_si128(words));
         }
     }
 }
