@@ -952,7 +952,7 @@ mod tests {
         };
         // Source width and height, destination width and height, then the options.
         type Geometry = (u32, u32, u32, u32, Option<Crop>, Rotation, Interpolation);
-        let geometries: [Geometry; 9] = [
+        let geometries: [Geometry; 11] = [
             (
                 480,
                 270,
@@ -1039,6 +1039,10 @@ mod tests {
                 Rotation::R180,
                 Interpolation::Bilinear,
             ),
+            // Fewer columns than a gather group at an extreme downscale: the fixed-point
+            // bilinear path with no whole group, on spans too wide to blend whole.
+            (46, 24, 3, 6, None, Rotation::R0, Interpolation::Bilinear),
+            (92, 2, 2, 3, None, Rotation::R0, Interpolation::Bilinear),
         ];
         for format in PixelFormat::ALL {
             for &(sw, sh, dw, dh, crop, rotation, interpolation) in &geometries {

@@ -1130,18 +1130,18 @@ pub(crate) fn sample_row_q7(
         if taps.bilinear_q7_wide(simd, &buf[b0 + p.lo..], &buf[b1 + p.lo..], wy, out) {
             continue;
         }
-        let len = p.hi - p.lo;
-        // Each plane's span is blended once per row, in its own part of the scratch
-        // (`scratch` counts floats: twice as many 16-bit values fit).
-        let row = &mut blend[2 * p.scratch..2 * p.scratch + len];
-        if p.blend && !blended[plane] {
-            let (r0, r1) = (&buf[b0 + p.lo..b0 + p.hi], &buf[b1 + p.lo..b1 + p.hi]);
-            for ((d, &a), &b) in row.iter_mut().zip(r0).zip(r1) {
-                *d = blend_q7(a, b, wy);
-            }
-            blended[plane] = true;
-        }
         if p.blend {
+            // Each plane's span is blended once per row, in its own part of the scratch
+            // (`scratch` counts floats: twice as many 16-bit values fit). Only planes
+            // that blend have a part.
+            let row = &mut blend[2 * p.scratch..2 * p.scratch + (p.hi - p.lo)];
+            if !blended[plane] {
+                let (r0, r1) = (&buf[b0 + p.lo..b0 + p.hi], &buf[b1 + p.lo..b1 + p.hi]);
+                for ((d, &a), &b) in row.iter_mut().zip(r0).zip(r1) {
+                    *d = blend_q7(a, b, wy);
+                }
+                blended[plane] = true;
+            }
             taps.lerp_q7_row(row, out);
         } else {
             // No scratch for this plane (a span too wide to blend whole): column by
