@@ -584,23 +584,20 @@ impl Job<'_> {
         let mut outs: [&mut [f32]; 3] = [o0, o1, o2];
         // 8-bit unscaled destinations of rows whose samples are source bytes take the
         // fixed-point path (`fixed`): the rows below that read one source row.
-        let fixed_point = T::IS_BYTE && Simd::fixed_point();
-        let fixed = (fixed_point
-            && decoder.is_none()
-            && self.tables.byte_rows()
-            && plan.out_scale == [1.0; 3]
-            && plan.out_bias == [0.0; 3])
-            .then(|| FixedColour::new(&plan.color_matrix, 0))
-            .flatten();
         // The same destinations of rows with two taps per column (bilinear) take the
         // fixed-point bilinear path where every channel's columns have its gathers.
-        let fixed_q7 = (fixed_point
+        let fixed_point = T::IS_BYTE
+            && Simd::fixed_point()
             && decoder.is_none()
-            && self.tables.q7_rows(self.count)
             && plan.out_scale == [1.0; 3]
-            && plan.out_bias == [0.0; 3])
-            .then(|| FixedColour::new(&plan.color_matrix, 7))
-            .flatten();
+            && plan.out_bias == [0.0; 3];
+        let matrix_for = |rows: bool, fraction: u32| {
+            (fixed_point && rows)
+                .then(|| FixedColour::new(&plan.color_matrix, fraction))
+                .flatten()
+        };
+        let fixed = matrix_for(self.tables.byte_rows(), 0);
+        let fixed_q7 = matrix_for(self.tables.q7_rows(self.count), 7);
         let mut pad_row: Option<usize> = None;
         for r in 0..rows {
             let dy = first_row + r;
@@ -631,16 +628,12 @@ impl Job<'_> {
                             [&mut *b0, &mut *b1, &mut *b2],
                             self.simd,
                         );
-                        let s: [&[u8]; 3] = if self.count == 1 {
+                        let s = if self.count == 1 {
                             [&*b0, &*b0, &*b0]
                         } else {
                             [&*b0, &*b1, &*b2]
                         };
-                        let colours: &mut [u8] = bytemuck::cast_slice_mut(&mut *s1);
-                        let (c0, rest) = colours.split_at_mut(vw);
-                        let (c1, rest) = rest.split_at_mut(vw);
-                        let mut out_bytes = [c0, c1, &mut rest[..vw]];
-                        fixed.colour_rows(self.simd, s, &mut out_bytes[..oc]);
+                        colour_into_bytes(fixed, self.simd, s, s1, oc);
                         in_bytes = true;
                     } else if let Some(fixed) = &fixed_q7 {
                         // Q7 samples in `s0` (two rows of `vw`) and `s2`, colour bytes in
@@ -660,16 +653,12 @@ impl Job<'_> {
                             blend,
                             self.simd,
                         );
-                        let s: [&[i16]; 3] = if self.count == 1 {
+                        let s = if self.count == 1 {
                             [&*q0, &*q0, &*q0]
                         } else {
                             [&*q0, &q1[..vw], &*q2]
                         };
-                        let colours: &mut [u8] = bytemuck::cast_slice_mut(&mut *s1);
-                        let (c0, rest) = colours.split_at_mut(vw);
-                        let (c1, rest) = rest.split_at_mut(vw);
-                        let mut out_bytes = [c0, c1, &mut rest[..vw]];
-                        fixed.colour_rows(self.simd, s, &mut out_bytes[..oc]);
+                        colour_into_bytes(fixed, self.simd, s, s1, oc);
                         in_bytes = true;
                     } else {
                         sample::sample_row(
@@ -750,6 +739,25 @@ impl Job<'_> {
             }
         }
     }
+}
+
+/// The fixed-point colour stage of one row: `oc` output channels from the sample rows
+/// `s` (each `vw` long) into consecutive byte rows of `vw` at the start of `scratch` (a
+/// float row of `vw`, so four times the bytes needed), where the stores read them.
+#[inline(always)]
+fn colour_into_bytes<S: fixed::FixedSample>(
+    fixed: &FixedColour,
+    simd: Simd,
+    s: [&[S]; 3],
+    scratch: &mut [f32],
+    oc: usize,
+) {
+    let vw = s[0].len();
+    let colours: &mut [u8] = bytemuck::cast_slice_mut(scratch);
+    let (c0, rest) = colours.split_at_mut(vw);
+    let (c1, rest) = rest.split_at_mut(vw);
+    let mut out_bytes = [c0, c1, &mut rest[..vw]];
+    fixed.colour_rows(simd, s, &mut out_bytes[..oc]);
 }
 
 /// Fills packed pixels `from..to` of a row with the padding pixel (fixed-size copies per
