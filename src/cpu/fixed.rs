@@ -6,8 +6,9 @@
 //!   scale that lands on pixel centres, such as 1920 → 640): the source bytes themselves
 //!   (`sample::sample_row_bytes`);
 //! * 16-bit integers with 7 fractional bits ("Q7"), where columns take two taps
-//!   (bilinear) and every group of four columns lies within 32 bytes of its plane's row
-//!   (4:2:0 and planar sources down to about 4:1, such as 1920 → 416 and 3840 → 640):
+//!   (bilinear) and every group of four columns lies within 48 bytes of its plane's row
+//!   (the camera workloads' downscales, such as 1920 → 416 and 3840 → 640, of 4:2:0,
+//!   planar and packed 4:2:2 sources):
 //!   each column interpolated in fixed point from its four source bytes
 //!   (`sample::bilinear_q7`, weights in Q14), without blending whole source rows to f32.
 //!

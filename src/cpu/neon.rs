@@ -294,40 +294,51 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 /// and a pairwise add) and rounded to Q7. The same integers as the portable form.
 ///
 /// # Safety
-/// `bases`, `masks` and `high` have one entry per group; `weights` and `out` 4 entries
-/// per group; `bases[g] + 32 <=` the length of `top` and of `bottom` for every `g`.
+/// `bases`, `masks` and `high` (and `far` with `FAR`) have one entry per group; `weights`
+/// and `out` 4 entries per group; `bases[g] + 32 <=` (`+ 48` with `FAR`) the length of
+/// `top` and of `bottom` for every `g`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) unsafe fn bilinear_q7(
+pub(super) unsafe fn bilinear_q7<const FAR: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
-    masks: &[[u8; 16]],
-    high: &[[u8; 16]],
+    [masks, high, far]: [&[[u8; 16]]; 3],
     weights: &[i32],
     wy: i32,
     out: &mut [i16],
 ) {
     let (y0, y1) = (wy & 0xFFFF, wy >> 16);
-    for ((((&b, m), h), w), o) in bases
+    for (g, ((((&b, m), h), w), o)) in bases
         .iter()
         .zip(masks)
         .zip(high)
         .zip(weights.chunks_exact(4))
         .zip(out.chunks_exact_mut(4))
+        .enumerate()
     {
-        // SAFETY: `b + 32 <=` both rows' lengths (caller), so both 16-byte loads of each
-        // row are inside it; `m` and `h` are 16-byte masks, `w` 4 weight pairs and `o` 4
-        // values.
+        // SAFETY: `b + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so every
+        // 16-byte load of each row is inside it; `m`, `h` and `far[g]` (with `FAR`, as
+        // long as `masks`) are 16-byte masks, `w` 4 weight pairs and `o` 4 values.
         unsafe {
             let (m, h) = (vld1q_u8(m.as_ptr()), vld1q_u8(h.as_ptr()));
+            let f = if FAR {
+                vld1q_u8(far[g].as_ptr())
+            } else {
+                vdupq_n_u8(0x80)
+            };
             // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
             let taps = |r: &[u8]| {
                 let p = r.as_ptr().add(b as usize);
-                let pairs = vorrq_u8(
+                let near = vorrq_u8(
                     vqtbl1q_u8(vld1q_u8(p), m),
                     vqtbl1q_u8(vld1q_u8(p.add(16)), h),
                 );
+                let pairs = if FAR {
+                    vorrq_u8(near, vqtbl1q_u8(vld1q_u8(p.add(32)), f))
+                } else {
+                    near
+                };
                 vreinterpretq_s32_u8(pairs)
             };
             let (t, u) = (taps(top), taps(bottom));

@@ -196,11 +196,16 @@ struct SpanTaps {
     /// smallest tap) and a mask that moves column `k`'s first tap to byte `4k` and its
     /// second to byte `4k + 2` of 16, the other bytes 0 (mask 0x80): each 32-bit lane is
     /// then the pair `(x0, x1)` as two 16-bit integers. `two_masks_high` does the same for
-    /// taps 16 to 31 bytes after the base. Empty where a group spans 32 bytes or more.
+    /// taps 16 to 31 bytes after the base, and `two_masks_far` for taps 32 to 47 (empty
+    /// unless some group reaches that far: packed 4:2:2 downscaled more than about 4:1,
+    /// whose four columns of chroma span up to 48 bytes). All empty where a group spans
+    /// 48 bytes or more.
     two_bases: Vec<u32>,
     two_masks: Vec<[u8; 16]>,
     two_masks_high: Vec<[u8; 16]>,
-    /// One past the last byte the two-tap gathers read (the largest base + 32).
+    two_masks_far: Vec<[u8; 16]>,
+    /// One past the last byte the two-tap gathers read (the largest base + 32, or + 48
+    /// with `two_masks_far`).
     two_reach: usize,
     /// Per column, the weights of its two taps in fixed point ([`Q14`]) as the 16-bit pair
     /// `(Q14 - w, w)` in one 32-bit lane (`w = round(weight * Q14)`).
@@ -291,44 +296,50 @@ impl SpanTaps {
     }
 
     /// Fills the two-tap gathers and weights of the fixed-point bilinear path (the masks
-    /// left empty where a group of columns spans 32 bytes or more).
+    /// left empty where a group of columns spans 48 bytes or more).
     fn rebuild_two_tap(&mut self, weights: &[f32]) {
         self.two_bases.clear();
         self.two_masks.clear();
         self.two_masks_high.clear();
+        self.two_masks_far.clear();
         self.two_weights.clear();
         self.two_reach = 0;
         self.two_weights
             .extend(weights.iter().map(|&w| weight_pair(w)));
-        let mut reach = 0;
-        let taps = self
-            .first
-            .chunks_exact(SHUFFLE_GROUP)
-            .zip(self.second.chunks_exact(SHUFFLE_GROUP));
-        for (first, second) in taps {
+        let groups = || {
+            self.first
+                .chunks_exact(SHUFFLE_GROUP)
+                .zip(self.second.chunks_exact(SHUFFLE_GROUP))
+        };
+        // The window every group's taps fit in: two 16-byte loads, or three.
+        let mut window = 32;
+        for (first, second) in groups() {
             let both = || first.iter().chain(second);
             let base = both().copied().min().unwrap_or(0);
-            if both().any(|&t| t - base >= 32) {
-                self.two_bases.clear();
-                self.two_masks.clear();
-                self.two_masks_high.clear();
-                return;
+            match both().map(|&t| t - base).max().unwrap_or(0) {
+                0..32 => {}
+                32..48 => window = 48,
+                _ => return,
             }
-            let (mut low, mut high) = ([0x80u8; 16], [0x80u8; 16]);
+        }
+        let mut reach = 0;
+        for (first, second) in groups() {
+            let base = first.iter().chain(second).copied().min().unwrap_or(0);
+            let mut windows = [[0x80u8; 16]; 3];
             for (k, (&a, &b)) in first.iter().zip(second).enumerate() {
                 for (at, tap) in [(4 * k, a), (4 * k + 2, b)] {
-                    let d = (tap - base) as u8;
-                    if d < 16 {
-                        low[at] = d;
-                    } else {
-                        high[at] = d - 16;
-                    }
+                    let d = (tap - base) as usize;
+                    windows[d / 16][at] = (d % 16) as u8;
                 }
             }
+            let [low, high, far] = windows;
             self.two_bases.push(base);
             self.two_masks.push(low);
             self.two_masks_high.push(high);
-            reach = reach.max(base as usize + 32);
+            if window == 48 {
+                self.two_masks_far.push(far);
+            }
+            reach = reach.max(base as usize + window);
         }
         self.two_reach = reach;
     }
@@ -373,43 +384,47 @@ impl SpanTaps {
         }
         if whole > 0 {
             let groups = whole / SHUFFLE_GROUP;
-            let (bases, masks, high) = (
-                &self.two_bases[..groups],
+            let far = !self.two_masks_far.is_empty();
+            let bases = &self.two_bases[..groups];
+            let masks = [
                 &self.two_masks[..groups],
                 &self.two_masks_high[..groups],
-            );
+                if far {
+                    &self.two_masks_far[..groups]
+                } else {
+                    &[][..]
+                },
+            ];
             let weights = &self.two_weights[..whole];
+            let out = &mut out[..whole];
             match simd {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting
-                // it); `groups` is even (`whole` is a multiple of 8), masks and weights
-                // match it, the output holds `whole` values, and every
-                // `base + 32 <= two_reach <=` each row's length (checked above).
+                // it); `groups` is even (`whole` is a multiple of 8), masks (the far ones
+                // too where `far`) and weights match it, the output holds `whole` values,
+                // and every `base + 32` (`+ 48` where `far`) `<= two_reach <=` each row's
+                // length (checked above).
                 Simd::Avx2 => unsafe {
-                    super::x86::bilinear_q7(
-                        top,
-                        bottom,
-                        bases,
-                        masks,
-                        high,
-                        weights,
-                        wy,
-                        &mut out[..whole],
-                    )
+                    if far {
+                        super::x86::bilinear_q7::<true>(top, bottom, bases, masks, weights, wy, out)
+                    } else {
+                        super::x86::bilinear_q7::<false>(
+                            top, bottom, bases, masks, weights, wy, out,
+                        )
+                    }
                 },
                 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
                 // SAFETY: as for AVX2, with any number of groups (NEON is baseline).
                 Simd::Neon => unsafe {
-                    super::neon::bilinear_q7(
-                        top,
-                        bottom,
-                        bases,
-                        masks,
-                        high,
-                        weights,
-                        wy,
-                        &mut out[..whole],
-                    )
+                    if far {
+                        super::neon::bilinear_q7::<true>(
+                            top, bottom, bases, masks, weights, wy, out,
+                        )
+                    } else {
+                        super::neon::bilinear_q7::<false>(
+                            top, bottom, bases, masks, weights, wy, out,
+                        )
+                    }
                 },
                 Simd::Portable => {}
             }
@@ -910,7 +925,7 @@ impl ColumnTables {
     }
 
     /// Whether every channel's columns have the two-tap gathers of the fixed-point
-    /// bilinear path (untransposed; each group of four columns within 32 bytes), what
+    /// bilinear path (untransposed; each group of four columns within 48 bytes), what
     /// `sample_row_q7` needs.
     pub fn q7_rows(&self, count: usize) -> bool {
         let n = self.weights.len();
@@ -1125,8 +1140,8 @@ pub(crate) fn sample_row_q7(
         let buf = src[channels[c].buffer];
         let [b0, b1] = row_offsets[c];
         let taps = &tables.span_taps[c];
-        // The rest of the buffer after each span: the gathers load 32 bytes from a
-        // group's base.
+        // The rest of the buffer after each span: the gathers load 32 (or 48) bytes
+        // from a group's base.
         if taps.bilinear_q7_wide(simd, &buf[b0 + p.lo..], &buf[b1 + p.lo..], wy, out) {
             continue;
         }

@@ -335,46 +335,54 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 
 /// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
 /// `sample::lerp_q7`) for 8 columns per step (two groups of four): per row and group one
-/// 32-byte window (two 16-byte loads) and two byte shuffles (`masks`, `high`) that leave
-/// each column's taps as a pair of 16-bit integers in its 32-bit lane; the two rows'
+/// 32-byte window (two 16-byte loads; three, 48 bytes, with `FAR`) and a byte shuffle per
+/// load (`masks`, `high`, `far`) that leave each column's taps as a pair of 16-bit
+/// integers in its 32-bit lane; the two rows'
 /// pairs interleaved into (top, bottom) pairs per tap and `vpmaddwd` with the row weight
 /// pair `wy`, rounded to Q7; those packed into (tap 0, tap 1) pairs per column and
 /// `vpmaddwd` with the column's weight pair, rounded to Q7. The same integers as the
 /// portable form.
 ///
 /// # Safety
-/// AVX2 must be available; `bases`, `masks` and `high` have one entry per group, an even
-/// number of groups; `weights` and `out` 4 entries per group; `bases[g] + 32 <=` the
-/// length of `top` and of `bottom` for every `g`.
+/// AVX2 must be available; `bases`, `masks` and `high` (and `far` with `FAR`) have one
+/// entry per group, an even number of groups; `weights` and `out` 4 entries per group;
+/// `bases[g] + 32 <=` (`+ 48` with `FAR`) the length of `top` and of `bottom` for every
+/// `g`.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn bilinear_q7(
+pub(super) unsafe fn bilinear_q7<const FAR: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
-    masks: &[[u8; 16]],
-    high: &[[u8; 16]],
+    [masks, high, far]: [&[[u8; 16]]; 3],
     weights: &[i32],
     wy: i32,
     out: &mut [i16],
 ) {
     let wy = _mm256_set1_epi32(wy);
     let (half7, half14) = (_mm256_set1_epi32(1 << 6), _mm256_set1_epi32(1 << 13));
-    for ((((b, m), h), w), o) in bases
+    for (q, ((((b, m), h), w), o)) in bases
         .chunks_exact(2)
         .zip(masks.chunks_exact(2))
         .zip(high.chunks_exact(2))
         .zip(weights.chunks_exact(8))
         .zip(out.chunks_exact_mut(8))
+        .enumerate()
     {
-        // SAFETY: each `b[i] + 32 <=` both rows' lengths (caller), so every 16-byte load
-        // at `b[i]` and `b[i] + 16` is inside its row; `m` and `h` are two contiguous
-        // 16-byte masks each, `w` 8 weights and `o` 8 values.
+        // SAFETY: each `b[i] + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so
+        // every 16-byte load at `b[i]`, `b[i] + 16` (and `b[i] + 32`) is inside its row;
+        // `m` and `h` are two contiguous 16-byte masks each, as is `far[2q..2q + 2]` with
+        // `FAR` (as long as `masks`), `w` 8 weights and `o` 8 values.
         unsafe {
             let (m, h) = (
                 _mm256_loadu_si256(m.as_ptr().cast()),
                 _mm256_loadu_si256(h.as_ptr().cast()),
             );
+            let f = if FAR {
+                _mm256_loadu_si256(far[2 * q..2 * q + 2].as_ptr().cast())
+            } else {
+                _mm256_setzero_si256()
+            };
             // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
             let taps = |r: &[u8]| {
                 let load = |offset: usize| {
@@ -383,10 +391,15 @@ pub(super) unsafe fn bilinear_q7(
                         _mm_loadu_si128(r.as_ptr().add(b[0] as usize + offset).cast()),
                     )
                 };
-                _mm256_or_si256(
+                let near = _mm256_or_si256(
                     _mm256_shuffle_epi8(load(0), m),
                     _mm256_shuffle_epi8(load(16), h),
-                )
+                );
+                if FAR {
+                    _mm256_or_si256(near, _mm256_shuffle_epi8(load(32), f))
+                } else {
+                    near
+                }
             };
             let (t, u) = (taps(top), taps(bottom));
             // (top, bottom) pairs: columns 0-1 of each group in `lo`, 2-3 in `hi`, each
