@@ -15,7 +15,8 @@
 //!
 //! Wall time (all three run on the pool), in interleaved rounds (each round times every
 //! contender once, so a slow spell of a shared machine hits all of them), medians.
-//! `PINFRAME_FLOOR_ROUNDS` sets the rounds (default 41); `RAYON_NUM_THREADS=1` gives the
+//! `PINFRAME_FLOOR_ROUNDS` sets the rounds (default 41), `PINFRAME_FLOOR_CACHE=warm` or
+//! `=cold` prints one of the two tables; `RAYON_NUM_THREADS=1` gives the
 //! one-thread table. `cargo bench --bench cpu_convert -- floor` prints only this table.
 
 use std::hint::black_box;
@@ -301,8 +302,43 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The cache state every contender starts from in a round.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cache {
+    /// Each timed run follows an untimed run of the same contender: its source, tables and
+    /// destination are in the caches as far as they fit (a frame converted twice).
+    Warm,
+    /// Each timed run follows a walk over a buffer three times the last-level cache on every
+    /// thread of the pool: nothing of the frame or the destination is cached, as with a
+    /// frame the camera has just written by DMA.
+    Cold,
+}
+
+/// Reads `EVICT_BYTES` on the pool, one word per cache line, so the next contender
+/// starts from caches holding none of its data (and none dirty to write back).
+struct Evictor(Vec<u64>);
+
+/// Three times this machine's 32 MiB L3; larger than the last-level cache of the edge
+/// and server CPUs the bench runs on.
+const EVICT_BYTES: usize = 96 << 20;
+
+impl Evictor {
+    fn new() -> Evictor {
+        Evictor(vec![1; EVICT_BYTES / 8])
+    }
+
+    fn run(&self) {
+        let sum: u64 = self
+            .0
+            .par_chunks(64 * 1024)
+            .map(|c| c.iter().step_by(8).fold(0u64, |a, &v| a.wrapping_add(v)))
+            .sum();
+        black_box(sum);
+    }
+}
+
 /// One workload's medians in µs: pinframe, the chain (if timed), the floor.
-fn time(w: &Workload, rounds: usize) -> (f64, Option<f64>, f64) {
+fn time(w: &Workload, rounds: usize, cache: Cache, evictor: &Evictor) -> (f64, Option<f64>, f64) {
     let (sw, sh) = w.src_size;
     let src_layout = ImageLayout::new(sw, sh, w.format)
         .unwrap()
@@ -344,20 +380,27 @@ fn time(w: &Workload, rounds: usize) -> (f64, Option<f64>, f64) {
     }
     floor(&src, &mut copy, &mut floor_out);
     let (mut ours, mut theirs, mut floors) = (Vec::new(), Vec::new(), Vec::new());
-    let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
-    for _ in 0..rounds {
-        let t = Instant::now();
-        black_box(pinframe(&mut out));
-        ours.push(us(t));
-        if let Some(chain) = &mut chain {
-            let t = Instant::now();
-            chain.run(&src, &mut chain_out);
-            black_box(&chain_out);
-            theirs.push(us(t));
+    // Runs `f` once from the round's cache state and returns its wall time in µs.
+    let timed = |f: &mut dyn FnMut()| {
+        match cache {
+            Cache::Warm => f(),
+            Cache::Cold => evictor.run(),
         }
         let t = Instant::now();
-        floor(&src, &mut copy, &mut floor_out);
-        floors.push(us(t));
+        f();
+        t.elapsed().as_secs_f64() * 1e6
+    };
+    for _ in 0..rounds {
+        ours.push(timed(&mut || {
+            black_box(pinframe(&mut out));
+        }));
+        if let Some(chain) = &mut chain {
+            theirs.push(timed(&mut || {
+                chain.run(&src, &mut chain_out);
+                black_box(&chain_out);
+            }));
+        }
+        floors.push(timed(&mut || floor(&src, &mut copy, &mut floor_out)));
     }
     let theirs = (!theirs.is_empty()).then(|| median(&mut theirs));
     (median(&mut ours), theirs, median(&mut floors))
@@ -378,8 +421,23 @@ pub fn print_table(filter: Option<&str>, bench_mode: bool) {
     let kernel = ImageProcessor::with_backend(Backend::Cpu)
         .map(|p| p.cpu_kernel().to_string())
         .unwrap_or_default();
+    let evictor = Evictor::new();
+    let only = std::env::var("PINFRAME_FLOOR_CACHE").unwrap_or_default();
+    for (cache, name) in [(Cache::Warm, "warm"), (Cache::Cold, "cold")] {
+        if only.is_empty() || only == name {
+            print_one(filter, rounds, &kernel, cache, &evictor);
+        }
+    }
+}
+
+/// One floor table: every workload whose name contains `filter`, from one cache state.
+fn print_one(filter: Option<&str>, rounds: usize, kernel: &str, cache: Cache, evictor: &Evictor) {
+    let state = match cache {
+        Cache::Warm => "warm: each timed run follows an untimed run of the same contender",
+        Cache::Cold => "cold: each timed run follows a walk that evicts the caches",
+    };
     println!(
-        "\nfloor table: {} threads, {kernel} kernel, wall-time medians of {rounds} interleaved rounds",
+        "\nfloor table ({state}): {} threads, {kernel} kernel, wall-time medians of {rounds} interleaved rounds",
         rayon::current_num_threads()
     );
     println!(
@@ -392,7 +450,7 @@ pub fn print_table(filter: Option<&str>, bench_mode: bool) {
         if filter.is_some_and(|f| !w.name.to_lowercase().contains(&f.to_lowercase())) {
             continue;
         }
-        let (ours, theirs, floor) = time(&w, rounds);
+        let (ours, theirs, floor) = time(&w, rounds, cache, evictor);
         let chain = theirs.map_or("—".to_string(), |t| format!("{t:.0}"));
         let ratio = theirs.map_or("—".to_string(), |t| format!("{:.2}x", t / ours));
         let mut name = w.name.clone();
