@@ -598,6 +598,16 @@ impl Job<'_> {
         };
         let fixed = matrix_for(self.tables.byte_rows(), 0);
         let fixed_q7 = matrix_for(self.tables.q7_rows(self.count), 7);
+        // Other destinations (float, f16, normalised or quantised integers) of the same
+        // bilinear rows take the fixed-point taps too, then the f32 colour stage: the Q7
+        // samples are within 1/128 of a code value of the f32 blend (the f32 outputs'
+        // bound is half a code value), and gathering four bytes per column beats blending
+        // whole source rows to f32. One-tap rows keep their byte gathers to f32.
+        let q7_to_float = fixed_q7.is_none()
+            && Simd::fixed_point()
+            && decoder.is_none()
+            && !self.tables.byte_rows()
+            && self.tables.q7_rows(self.count);
         let mut pad_row: Option<usize> = None;
         for r in 0..rows {
             let dy = first_row + r;
@@ -660,6 +670,32 @@ impl Job<'_> {
                         };
                         colour_into_bytes(fixed, self.simd, s, s1, oc);
                         in_bytes = true;
+                    } else if q7_to_float {
+                        // Q7 samples in the colour rows' memory (`outs`: two rows of `vw`
+                        // in the first, one in the second), then as floats in `s0..s2`.
+                        let [o0, o1, _] = &mut outs;
+                        let q01: &mut [i16] = bytemuck::cast_slice_mut(o0);
+                        let (q0, q1) = q01.split_at_mut(vw);
+                        let q2: &mut [i16] = bytemuck::cast_slice_mut(o1);
+                        let (q1, q2) = (&mut q1[..vw], &mut q2[..vw]);
+                        sample::sample_row_q7(
+                            self.src,
+                            &self.channels,
+                            self.count,
+                            self.tables,
+                            row_offsets,
+                            row_weight,
+                            [&mut *q0, &mut *q1, &mut *q2],
+                            blend,
+                            self.simd,
+                        );
+                        let floats = [&mut *s0, &mut *s1, &mut *s2];
+                        for (f, q) in floats.into_iter().zip([&*q0, &*q1, &*q2]).take(self.count) {
+                            for (f, &q) in f.iter_mut().zip(q) {
+                                // Q7: 7 fractional bits; exact in f32.
+                                *f = f32::from(q) * (1.0 / 128.0);
+                            }
+                        }
                     } else {
                         sample::sample_row(
                             self.src,
