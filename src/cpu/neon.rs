@@ -309,24 +309,25 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool>(
     out: &mut [i16],
 ) {
     let (y0, y1) = (wy & 0xFFFF, wy >> 16);
-    for (g, ((((&b, m), h), w), o)) in bases
+    // Without `FAR` the far masks are not read: zip with `masks` to keep one loop.
+    let far = if FAR { far } else { masks };
+    for (((((&b, m), h), f), w), o) in bases
         .iter()
         .zip(masks)
         .zip(high)
+        .zip(far)
         .zip(weights.chunks_exact(4))
         .zip(out.chunks_exact_mut(4))
-        .enumerate()
     {
         // SAFETY: `b + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so every
-        // 16-byte load of each row is inside it; `m`, `h` and `far[g]` (with `FAR`, as
-        // long as `masks`) are 16-byte masks, `w` 4 weight pairs and `o` 4 values.
+        // 16-byte load of each row is inside it; `m`, `h` and `f` are 16-byte masks, `w`
+        // 4 weight pairs and `o` 4 values.
         unsafe {
-            let (m, h) = (vld1q_u8(m.as_ptr()), vld1q_u8(h.as_ptr()));
-            let f = if FAR {
-                vld1q_u8(far[g].as_ptr())
-            } else {
-                vdupq_n_u8(0x80)
-            };
+            let (m, h, f) = (
+                vld1q_u8(m.as_ptr()),
+                vld1q_u8(h.as_ptr()),
+                vld1q_u8(f.as_ptr()),
+            );
             // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
             let taps = |r: &[u8]| {
                 let p = r.as_ptr().add(b as usize);

@@ -361,28 +361,26 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool>(
 ) {
     let wy = _mm256_set1_epi32(wy);
     let (half7, half14) = (_mm256_set1_epi32(1 << 6), _mm256_set1_epi32(1 << 13));
-    for (q, ((((b, m), h), w), o)) in bases
+    // Without `FAR` the far masks are not read: zip with `masks` to keep one loop.
+    let far = if FAR { far } else { masks };
+    for (((((b, m), h), f), w), o) in bases
         .chunks_exact(2)
         .zip(masks.chunks_exact(2))
         .zip(high.chunks_exact(2))
+        .zip(far.chunks_exact(2))
         .zip(weights.chunks_exact(8))
         .zip(out.chunks_exact_mut(8))
-        .enumerate()
     {
         // SAFETY: each `b[i] + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so
         // every 16-byte load at `b[i]`, `b[i] + 16` (and `b[i] + 32`) is inside its row;
-        // `m` and `h` are two contiguous 16-byte masks each, as is `far[2q..2q + 2]` with
-        // `FAR` (as long as `masks`), `w` 8 weights and `o` 8 values.
+        // `m`, `h` and `f` are two contiguous 16-byte masks each, `w` 8 weights and `o` 8
+        // values.
         unsafe {
-            let (m, h) = (
+            let (m, h, f) = (
                 _mm256_loadu_si256(m.as_ptr().cast()),
                 _mm256_loadu_si256(h.as_ptr().cast()),
+                _mm256_loadu_si256(f.as_ptr().cast()),
             );
-            let f = if FAR {
-                _mm256_loadu_si256(far[2 * q..2 * q + 2].as_ptr().cast())
-            } else {
-                _mm256_setzero_si256()
-            };
             // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
             let taps = |r: &[u8]| {
                 let load = |offset: usize| {
