@@ -14,7 +14,11 @@
 //! follows the output".
 //!
 //! Wall time (all three run on the pool), in interleaved rounds (each round times every
-//! contender once, so a slow spell of a shared machine hits all of them), medians.
+//! contender once, so a slow spell of a shared machine hits all of them), medians; two
+//! tables, each timing every contender from the same cache state: warm (right after an
+//! untimed run of itself) and cold (right after a walk that evicts the caches, as a frame
+//! the camera has just written by DMA). A contender timed right after another would
+//! find that one's data in the cache or have to write it back.
 //! `PINFRAME_FLOOR_ROUNDS` sets the rounds (default 41), `PINFRAME_FLOOR_CACHE=warm` or
 //! `=cold` prints one of the two tables; `RAYON_NUM_THREADS=1` gives the
 //! one-thread table. `cargo bench --bench cpu_convert -- floor` prints only this table.
