@@ -621,6 +621,20 @@ impl Job<'_> {
                 } else {
                     let (row_offsets, row_weight) =
                         sample::row_taps(plan, &self.channels, self.count, dy as u32);
+                    // This row's fixed-point bilinear samples (Q7) into `q`.
+                    let sample_q7 = |q: [&mut [i16]; 3], blend: &mut [f32]| {
+                        sample::sample_row_q7(
+                            self.src,
+                            &self.channels,
+                            self.count,
+                            self.tables,
+                            row_offsets,
+                            row_weight,
+                            q,
+                            blend,
+                            self.simd,
+                        )
+                    };
                     if let Some(fixed) = &fixed
                         && sample::one_source_row(&row_offsets, self.count, row_weight)
                     {
@@ -652,17 +666,7 @@ impl Job<'_> {
                         let (q0, q1) = samples.split_at_mut(vw);
                         let q2: &mut [i16] = bytemuck::cast_slice_mut(&mut *s2);
                         let q2 = &mut q2[..vw];
-                        sample::sample_row_q7(
-                            self.src,
-                            &self.channels,
-                            self.count,
-                            self.tables,
-                            row_offsets,
-                            row_weight,
-                            [&mut *q0, &mut q1[..vw], &mut *q2],
-                            blend,
-                            self.simd,
-                        );
+                        sample_q7([&mut *q0, &mut q1[..vw], &mut *q2], blend);
                         let s = if self.count == 1 {
                             [&*q0, &*q0, &*q0]
                         } else {
@@ -678,17 +682,7 @@ impl Job<'_> {
                         let (q0, q1) = q01.split_at_mut(vw);
                         let q2: &mut [i16] = bytemuck::cast_slice_mut(o1);
                         let (q1, q2) = (&mut q1[..vw], &mut q2[..vw]);
-                        sample::sample_row_q7(
-                            self.src,
-                            &self.channels,
-                            self.count,
-                            self.tables,
-                            row_offsets,
-                            row_weight,
-                            [&mut *q0, &mut *q1, &mut *q2],
-                            blend,
-                            self.simd,
-                        );
+                        sample_q7([&mut *q0, &mut *q1, &mut *q2], blend);
                         let floats = [&mut *s0, &mut *s1, &mut *s2];
                         for (f, q) in floats.into_iter().zip([&*q0, &*q1, &*q2]).take(self.count) {
                             for (f, &q) in f.iter_mut().zip(q) {
