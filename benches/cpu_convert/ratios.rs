@@ -312,9 +312,9 @@ enum Cache {
     /// Each timed run follows an untimed run of the same contender: its source, tables and
     /// destination are in the caches as far as they fit (a frame converted twice).
     Warm,
-    /// Each timed run follows a walk over a buffer three times the last-level cache on every
-    /// thread of the pool: nothing of the frame or the destination is cached, as with a
-    /// frame the camera has just written by DMA.
+    /// Each timed run follows a walk, on the pool, over a buffer three times the last-level
+    /// cache: nothing of the frame or the destination is cached, as with a frame the
+    /// camera has just written by DMA.
     Cold,
 }
 
@@ -322,8 +322,8 @@ enum Cache {
 /// starts from caches holding none of its data (and none dirty to write back).
 struct Evictor(Vec<u64>);
 
-/// Three times this machine's 32 MiB L3; larger than the last-level cache of the edge
-/// and server CPUs the bench runs on.
+/// Three times this build machine's 32 MiB L3, and larger than the last-level cache of
+/// the edge CPUs pinframe targets; a CPU with a larger one needs a longer walk.
 const EVICT_BYTES: usize = 96 << 20;
 
 impl Evictor {

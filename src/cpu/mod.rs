@@ -599,10 +599,11 @@ impl Job<'_> {
         let fixed = matrix_for(self.tables.byte_rows(), 0);
         let fixed_q7 = matrix_for(self.tables.q7_rows(self.count), 7);
         // Other destinations (float, f16, normalised or quantised integers) of the same
-        // bilinear rows take the fixed-point taps too, then the f32 colour stage: the Q7
-        // samples are within 1/128 of a code value of the f32 blend (the f32 outputs'
-        // bound is half a code value), and gathering four bytes per column beats blending
-        // whole source rows to f32. One-tap rows keep their byte gathers to f32.
+        // bilinear rows take the fixed-point taps too, then the f32 colour stage: a Q7
+        // sample is within 3/128 of a code value of the exact blend (Q14 weights and two
+        // roundings to Q7; the f32 outputs' bound is half a code value), and gathering
+        // four bytes per column beats blending whole source rows to f32. One-tap rows
+        // keep their byte gathers to f32.
         let q7_to_float = fixed_q7.is_none()
             && Simd::fixed_point()
             && decoder.is_none()

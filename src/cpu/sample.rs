@@ -197,7 +197,7 @@ struct SpanTaps {
     /// second to byte `4k + 2` of 16, the other bytes 0 (mask 0x80): each 32-bit lane is
     /// then the pair `(x0, x1)` as two 16-bit integers. `two_masks_high` does the same for
     /// taps 16 to 31 bytes after the base, and `two_masks_far` for taps 32 to 47 (empty
-    /// unless some group reaches that far: packed 4:2:2 downscaled more than about 4:1,
+    /// unless some group reaches that far: packed 4:2:2 downscaled about 4.5:1 or more,
     /// whose four columns of chroma span up to 48 bytes). All empty where a group spans
     /// 48 bytes or more.
     two_bases: Vec<u32>,
