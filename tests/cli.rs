@@ -244,17 +244,19 @@ fn bench_prints_time_rate_and_kernel() {
         "--backend",
         "cpu",
     ];
-    // The widest kernel of the architecture (AVX2 may be absent on an x86-64 CPU; NEON is
-    // always there on aarch64), then the forced portable one.
-    let widest: &[&str] = if cfg!(target_arch = "aarch64") {
-        &["neon"]
+    // The widest kernel of the architecture (AVX-512 and AVX2 may be absent on an x86-64
+    // CPU; NEON is always there on aarch64), then the forced narrower ones: `avx2` never
+    // names AVX-512.
+    let (widest, avx2): (&[&str], &[&str]) = if cfg!(target_arch = "aarch64") {
+        (&["neon"], &["neon"])
     } else if cfg!(target_arch = "x86_64") {
-        &["avx2", "portable"]
+        (&["avx512", "avx2", "portable"], &["avx2", "portable"])
     } else {
-        &["portable"]
+        (&["portable"], &["portable"])
     };
     for (env, kernels) in [
         (&[][..], widest),
+        (&[("PINFRAME_CPU_SIMD", "avx2")][..], avx2),
         (&[("PINFRAME_CPU_SIMD", "portable")][..], &["portable"][..]),
     ] {
         let out = pinframe_with_env(&args, env);

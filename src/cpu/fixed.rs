@@ -128,11 +128,12 @@ impl FixedColour {
         let oc = outs.len().min(3);
         let whole = match simd {
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => {
+            Simd::Avx2 | Simd::Avx512 => {
                 let whole = n - n % 16;
-                // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting
-                // it); every source row and every output holds at least `whole` elements
-                // (asserted above), a multiple of 16, and at most 3 outputs are passed.
+                // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only
+                // chosen after detecting it); every source row and every output holds at
+                // least `whole` elements (asserted above), a multiple of 16, and at most 3
+                // outputs are passed.
                 unsafe { super::x86::fixed_colour(self, s, &mut outs[..oc], whole) };
                 whole
             }
@@ -214,7 +215,9 @@ mod tests {
                 out
             };
             let portable = run(Simd::Portable);
-            assert_eq!(run(Simd::widest()), portable, "{:?}", Simd::widest());
+            for simd in Simd::available() {
+                assert_eq!(run(simd), portable, "{simd:?}");
+            }
             let (mut sum, mut worst) = (0.0, 0.0f64);
             for (c, got) in portable.iter().enumerate() {
                 for (j, &v) in got.iter().enumerate() {
@@ -258,7 +261,9 @@ mod tests {
             out
         };
         let portable = run(Simd::Portable);
-        assert_eq!(run(Simd::widest()), portable, "{:?}", Simd::widest());
+        for simd in Simd::available() {
+            assert_eq!(run(simd), portable, "{simd:?}");
+        }
         let m = matrix.map(|row| row.map(f64::from));
         for (c, got) in portable.iter().enumerate() {
             for (j, &v) in got.iter().enumerate() {

@@ -41,6 +41,13 @@ pub(crate) enum Simd {
     /// x86-64 with AVX2, detected at run time.
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// x86-64 with AVX2 and AVX-512 (F, BW and VBMI: Ice Lake, Zen 4 and later),
+    /// detected at run time: the AVX2 kernels, with the fixed-point bilinear gathers on
+    /// 512-bit byte permutes. Everything else stays on AVX2's 256-bit vectors: the
+    /// gathers are where the width pays, and 512-bit code elsewhere would compile the
+    /// whole kernel a third time.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
     /// aarch64's NEON: the portable kernel (already NEON, the aarch64 baseline) plus the
     /// hand-written tap gathers of `neon`. Always available, so chosen at compile time.
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
@@ -49,19 +56,43 @@ pub(crate) enum Simd {
 
 impl Simd {
     /// The widest variant this CPU runs. `PINFRAME_CPU_SIMD=portable` forces the
-    /// baseline build (to compare the two, or to rule the wide one out).
+    /// baseline build and `=avx2` the AVX2 kernels on an AVX-512 CPU (to compare them, or
+    /// to rule the wider one out); a name the CPU cannot run, or an unknown one, leaves
+    /// the widest.
     pub fn detect() -> Simd {
-        if std::env::var_os("PINFRAME_CPU_SIMD").is_some_and(|v| v == "portable") {
-            return Simd::Portable;
+        let forced = std::env::var_os("PINFRAME_CPU_SIMD");
+        Simd::available()
+            .into_iter()
+            .find(|s| forced.as_ref().is_some_and(|f| f == s.name()))
+            .unwrap_or_else(Simd::widest)
+    }
+
+    /// Every variant this CPU runs, the portable one first and the widest last.
+    pub(crate) fn available() -> Vec<Simd> {
+        let widest = Simd::widest();
+        let mut all = vec![Simd::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if widest != Simd::Portable {
+                all.push(Simd::Avx2);
+            }
+            if widest == Simd::Avx512 {
+                all.push(Simd::Avx512);
+            }
         }
-        Simd::widest()
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        all.push(widest);
+        all
     }
 
     /// The widest variant the hardware runs, whatever `PINFRAME_CPU_SIMD` says.
     fn widest() -> Simd {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
-            return Simd::Avx2;
+            let avx512 = std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vbmi");
+            return if avx512 { Simd::Avx512 } else { Simd::Avx2 };
         }
         // NEON is part of the aarch64 baseline: nothing to detect.
         #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
@@ -89,6 +120,8 @@ impl Simd {
             Simd::Portable => "portable",
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx512 => "avx512",
             #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
             Simd::Neon => "neon",
         }
@@ -100,7 +133,7 @@ impl Simd {
         match self {
             Simd::Portable => None,
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => Some(8),
+            Simd::Avx2 | Simd::Avx512 => Some(8),
             #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
             Simd::Neon => Some(neon::LANES),
         }
@@ -508,9 +541,10 @@ impl Job<'_> {
     ) {
         match self.simd {
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => {
-                // SAFETY: `Simd::Avx2` is only chosen after `is_x86_feature_detected!`
-                // found AVX2 on this CPU (see `Simd::detect`).
+            Simd::Avx2 | Simd::Avx512 => {
+                // SAFETY: `Simd::Avx2` and `Simd::Avx512` are only chosen after
+                // `is_x86_feature_detected!` found AVX2 on this CPU (see
+                // `Simd::available`).
                 unsafe { self.band_avx2(first_row, band, strides, scratch) }
             }
             // NEON is the aarch64 baseline, so the portable build of the kernel already
@@ -855,15 +889,25 @@ mod tests {
         dst
     }
 
-    /// The wide kernel to hold against the portable one: the hardware's widest (AVX2 on
-    /// x86-64, NEON on aarch64), even when `PINFRAME_CPU_SIMD=portable` is set. None
-    /// (with a SKIP line) where there is none; an x86-64 CPU without AVX2 under `CI=true`
-    /// is a failure, since the comparison this lane promises could not run. (On aarch64
-    /// NEON is always there.)
-    fn wide_kernel(test: &str) -> Option<Simd> {
-        let wide = Simd::widest();
-        if wide != Simd::Portable {
-            return Some(wide);
+    /// The wide kernels to hold against the portable one: every one the hardware runs
+    /// (AVX2, and AVX-512 where the CPU has it, on x86-64; NEON on aarch64), even when
+    /// `PINFRAME_CPU_SIMD` forces one. Empty (with a SKIPPED line) where there is none; an
+    /// x86-64 CPU without AVX2 under `CI=true` is a failure, since the comparison this
+    /// lane promises could not run. A CPU without AVX-512 says so and compares AVX2 only:
+    /// CI machines need not have it. (On aarch64 NEON is always there.)
+    fn wide_kernels(test: &str) -> Vec<Simd> {
+        let wide: Vec<Simd> = Simd::available()
+            .into_iter()
+            .filter(|&s| s != Simd::Portable)
+            .collect();
+        #[cfg(target_arch = "x86_64")]
+        if !wide.is_empty() && !wide.contains(&Simd::Avx512) {
+            eprintln!(
+                "SKIPPED {test} for AVX-512: this CPU lacks AVX-512 F, BW or VBMI (AVX2 compared)"
+            );
+        }
+        if !wide.is_empty() {
+            return wide;
         }
         let why = if cfg!(target_arch = "x86_64") {
             "this x86-64 CPU has no AVX2"
@@ -874,7 +918,7 @@ mod tests {
             panic!("{test}: {why}, so the AVX2 kernels could not be compared");
         }
         eprintln!("SKIPPED {test}: {why}");
-        None
+        wide
     }
 
     /// The output of one conversion as bit patterns, whatever the element type.
@@ -935,9 +979,7 @@ mod tests {
             quantized in proptest::bool::ANY,
             seed in proptest::prelude::any::<u32>(),
         ) {
-            let Some(wide) = wide_kernel("random_geometry_gives_identical_bits") else {
-                return Ok(());
-            };
+            let wide = wide_kernels("random_geometry_gives_identical_bits");
             let format = PixelFormat::ALL[format];
             // 4:2:x sources need even widths in a tight layout, Bayer whole tiles.
             let sw = if format.chroma_subsampling().0 > 1 { sw & !1 } else { sw };
@@ -975,8 +1017,10 @@ mod tests {
                 ..Default::default()
             };
             let plan = Plan::new(&src_layout, &dst_layout, &options).unwrap();
-            let diff = first_difference(wide, &plan, &src, &src_layout, &dst_layout);
-            proptest::prop_assert_eq!(diff, None, "{} {}x{} {:?} -> {}x{} {}", format, sw, sh, crop, dw, dh, dst_format);
+            for wide in wide {
+                let diff = first_difference(wide, &plan, &src, &src_layout, &dst_layout);
+                proptest::prop_assert_eq!(diff, None, "{:?}: {} {}x{} {:?} -> {}x{} {}", wide, format, sw, sh, crop, dw, dh, dst_format);
+            }
         }
     }
 
@@ -986,9 +1030,7 @@ mod tests {
     /// crops at the borders, rotations, nearest, and every destination element type.
     #[test]
     fn every_instruction_set_gives_identical_bits() {
-        let Some(wide) = wide_kernel("every_instruction_set_gives_identical_bits") else {
-            return;
-        };
+        let wide = wide_kernels("every_instruction_set_gives_identical_bits");
         // Source width and height, destination width and height, then the options.
         type Geometry = (u32, u32, u32, u32, Option<Crop>, Rotation, Interpolation);
         let geometries: [Geometry; 11] = [
@@ -1107,11 +1149,14 @@ mod tests {
                 ] {
                     let dst_layout = ImageLayout::tight(dw, dh, dst_format, dtype).unwrap();
                     let plan = Plan::new(&src_layout, &dst_layout, &options).unwrap();
-                    let first_diff = first_difference(wide, &plan, &src, &src_layout, &dst_layout);
-                    assert_eq!(
-                        first_diff, None,
-                        "{label} into {dst_format} {dtype}: portable and {wide:?} differ"
-                    );
+                    for &wide in &wide {
+                        let first_diff =
+                            first_difference(wide, &plan, &src, &src_layout, &dst_layout);
+                        assert_eq!(
+                            first_diff, None,
+                            "{label} into {dst_format} {dtype}: portable and {wide:?} differ"
+                        );
+                    }
                 }
             }
         }

@@ -210,6 +210,95 @@ struct SpanTaps {
     /// Per column, the weights of its two taps in fixed point ([`Q14`]) as the 16-bit pair
     /// `(Q14 - w, w)` in one 32-bit lane (`w = round(weight * Q14)`).
     two_weights: Vec<i32>,
+    /// The two-tap gathers again for the AVX-512 kernel (`bilinear_q7_avx512`): per
+    /// group of [`WIDE_GROUP`] columns, column `k`'s first tap at index byte `4k` and its
+    /// second at `4k + 2`.
+    wide_two: WideGather,
+    /// The one-tap gathers again for the AVX-512 kernel (`gather_bytes_u8_avx512`): per
+    /// group of 64, 32 or 16 columns (the most whose taps fit the window), column `k`'s
+    /// tap at index byte `k`.
+    wide_one: WideGather,
+}
+
+/// Columns per AVX-512 two-tap gather group: sixteen 32-bit lanes in one 512-bit
+/// register.
+const WIDE_GROUP: usize = 16;
+
+/// The widest window an AVX-512 group's taps may span: four 64-byte registers (packed
+/// 4:2:2 luma at about 5:1 spans three).
+const WIDE_WINDOW_MAX: usize = 256;
+
+/// Byte-permute gathers for the AVX-512 kernels: per group of `columns` columns, a base
+/// (the group's smallest tap) and a 64-byte index of each column's taps relative to it,
+/// read from a window of whole 64-byte registers. Empty (`columns` 0) where some group
+/// spans more than [`WIDE_WINDOW_MAX`] bytes.
+#[derive(Default)]
+struct WideGather {
+    bases: Vec<u32>,
+    index: Vec<[u8; 64]>,
+    /// Columns per group; 0 when the tables are empty.
+    columns: usize,
+    /// The bytes each gather loads from its base: 64 to [`WIDE_WINDOW_MAX`].
+    window: usize,
+    /// One past the last byte the gathers read (the largest base + `window`).
+    reach: usize,
+}
+
+impl WideGather {
+    /// Refills the tables for the first of `group_sizes` whose groups all fit the
+    /// window: tap set `t`'s tap of a group's column `k` goes to index byte
+    /// `lane * k + 2 * t`. Left empty where none fits.
+    fn rebuild(&mut self, taps: &[&[u32]], group_sizes: &[usize], lane: usize) {
+        self.bases.clear();
+        self.index.clear();
+        self.columns = 0;
+        self.window = 0;
+        self.reach = 0;
+        let n = taps.iter().map(|t| t.len()).min().unwrap_or(0);
+        // The base and span of each whole group of `size` columns.
+        let groups = |size: usize| {
+            (0..n / size).map(move |g| {
+                let all = || taps.iter().flat_map(|t| &t[g * size..(g + 1) * size]);
+                let base = all().copied().min().unwrap_or(0);
+                let span = all().map(|&t| (t - base) as usize).max().unwrap_or(0) + 1;
+                (base, span)
+            })
+        };
+        let Some(&size) = group_sizes
+            .iter()
+            .find(|&&size| groups(size).all(|(_, span)| span <= WIDE_WINDOW_MAX))
+        else {
+            return;
+        };
+        // Whole 64-byte registers: the fewest every group's taps fit in.
+        let window = groups(size)
+            .map(|(_, span)| span.next_multiple_of(64))
+            .max();
+        let Some(window) = window else { return };
+        for (g, (base, _)) in groups(size).enumerate() {
+            let mut index = [0u8; 64];
+            for (t, taps) in taps.iter().enumerate() {
+                for (k, &tap) in taps[g * size..(g + 1) * size].iter().enumerate() {
+                    // Below `WIDE_WINDOW_MAX` (256, checked above), so each fits a byte.
+                    index[lane * k + 2 * t] = (tap - base) as u8;
+                }
+            }
+            self.bases.push(base);
+            self.index.push(index);
+            self.reach = self.reach.max(base as usize + window);
+        }
+        self.columns = size;
+        self.window = window;
+    }
+
+    /// Whether the tables cover `n` columns' whole groups and both rows hold every
+    /// gather's loads.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    fn serves(&self, n: usize, rows: [&[u8]; 2]) -> bool {
+        self.columns > 0
+            && self.bases.len() * self.columns >= n - n % self.columns
+            && rows.iter().all(|r| r.len() >= self.reach)
+    }
 }
 
 /// The fixed-point unit of the bilinear path's weights: 2^14, so a weight pair multiplied
@@ -293,6 +382,12 @@ impl SpanTaps {
         self.max_first = self.first.iter().max().map_or(0, |&m| m as usize);
         self.rebuild_shuffles();
         self.rebuild_two_tap(weights);
+        // 64 columns of one tap fill a register with output bytes; fewer where their
+        // taps spread wider (packed 4:2:2 at 3:1).
+        self.wide_one
+            .rebuild(&[&self.first], &[64, 32, WIDE_GROUP], 1);
+        self.wide_two
+            .rebuild(&[&self.first, &self.second], &[WIDE_GROUP], 4);
     }
 
     /// Fills the two-tap gathers and weights of the fixed-point bilinear path (the masks
@@ -368,7 +463,7 @@ impl SpanTaps {
         let lanes = match simd {
             Simd::Portable => return false,
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => 2 * SHUFFLE_GROUP,
+            Simd::Avx2 | Simd::Avx512 => 2 * SHUFFLE_GROUP,
             #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
             Simd::Neon => SHUFFLE_GROUP,
         };
@@ -382,29 +477,62 @@ impl SpanTaps {
         {
             return false;
         }
-        if whole > 0 {
-            let groups = whole / SHUFFLE_GROUP;
+        // Columns the AVX-512 kernel takes (whole groups of 16, where its tables exist
+        // and both rows hold its wider loads); the AVX2 kernel takes the rest of `whole`.
+        #[cfg(target_arch = "x86_64")]
+        let wide = if simd == Simd::Avx512 && self.wide_two.serves(n, [top, bottom]) {
+            n - n % WIDE_GROUP
+        } else {
+            0
+        };
+        #[cfg(target_arch = "x86_64")]
+        if wide > 0 {
+            let groups = wide / WIDE_GROUP;
+            let g = &self.wide_two;
+            let (bases, index) = (&g.bases[..groups], &g.index[..groups]);
+            let (weights, out) = (&self.two_weights[..wide], &mut out[..wide]);
+            // SAFETY: AVX-512 F, BW and VBMI are available (`Simd::Avx512` is only chosen
+            // after detecting them); indices and weights match the `groups` groups (the
+            // tables cover them: `serves`), the output holds 16 values per group, every
+            // index byte is below the window, and every `base + window <= reach <=` each
+            // row's length (`serves`).
+            unsafe {
+                use super::x86::bilinear_q7_avx512 as kernel;
+                match g.window {
+                    64 => kernel::<1>(top, bottom, bases, index, weights, wy, out),
+                    128 => kernel::<2>(top, bottom, bases, index, weights, wy, out),
+                    192 => kernel::<3>(top, bottom, bases, index, weights, wy, out),
+                    _ => kernel::<4>(top, bottom, bases, index, weights, wy, out),
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let wide = 0;
+        if whole > wide {
+            // Both multiples of `2 * SHUFFLE_GROUP`: the AVX2 kernel's groups start at
+            // `wide / SHUFFLE_GROUP`, an even count of them.
+            let groups = wide / SHUFFLE_GROUP..whole / SHUFFLE_GROUP;
             let far = !self.two_masks_far.is_empty();
-            let bases = &self.two_bases[..groups];
+            let bases = &self.two_bases[groups.clone()];
             let masks = [
-                &self.two_masks[..groups],
-                &self.two_masks_high[..groups],
+                &self.two_masks[groups.clone()],
+                &self.two_masks_high[groups.clone()],
                 if far {
-                    &self.two_masks_far[..groups]
+                    &self.two_masks_far[groups]
                 } else {
                     &[][..]
                 },
             ];
-            let weights = &self.two_weights[..whole];
-            let out = &mut out[..whole];
+            let weights = &self.two_weights[wide..whole];
+            let out = &mut out[wide..whole];
             match simd {
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting
-                // it); `groups` is even (`whole` is a multiple of 8), masks (the far ones
-                // too where `far`) and weights match it, the output holds `whole` values,
-                // and every `base + 32` (`+ 48` where `far`) `<= two_reach <=` each row's
-                // length (checked above).
-                Simd::Avx2 => unsafe {
+                // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only
+                // chosen after detecting it); the number of groups is even (`whole - wide`
+                // is a multiple of 8), masks (the far ones too where `far`) and weights
+                // match it, the output holds `whole - wide` values, and every `base + 32`
+                // (`+ 48` where `far`) `<= two_reach <=` each row's length (checked above).
+                Simd::Avx2 | Simd::Avx512 => unsafe {
                     if far {
                         super::x86::bilinear_q7::<true>(top, bottom, bases, masks, weights, wy, out)
                     } else {
@@ -528,30 +656,67 @@ impl SpanTaps {
     fn nearest_u8(&self, simd: Simd, row: &[u8], out: &mut [u8]) {
         let n = out.len();
         assert!(row.len() >= self.bound && self.first.len() >= n);
+        #[cfg(target_arch = "x86_64")]
+        if simd == Simd::Avx512 && self.wide_one.serves(n, [row, row]) {
+            let g = &self.wide_one;
+            let whole = n - n % g.columns;
+            let groups = whole / g.columns;
+            let (bases, index) = (&g.bases[..groups], &g.index[..groups]);
+            // SAFETY: AVX-512 F, BW and VBMI are available (`Simd::Avx512` is only chosen
+            // after detecting them); the tables cover the `groups` whole groups
+            // (`serves`), the output holds `columns` bytes per group, every index byte is
+            // below the window, and every `base + window <= reach <= row.len()`
+            // (`serves`).
+            unsafe {
+                use super::x86::gather_bytes_u8_avx512 as kernel;
+                let out = &mut out[..whole];
+                match g.window {
+                    64 => kernel::<1>(row, bases, index, g.columns, out),
+                    128 => kernel::<2>(row, bases, index, g.columns, out),
+                    192 => kernel::<3>(row, bases, index, g.columns, out),
+                    _ => kernel::<4>(row, bases, index, g.columns, out),
+                }
+            }
+            // The rest: fewer than `columns`, through the AVX2 kernel below from here.
+            return self.nearest_u8_from(Simd::Avx2, row, out, whole);
+        }
+        self.nearest_u8_from(simd, row, out, 0)
+    }
+
+    /// [`SpanTaps::nearest_u8`] of columns `done..` (a multiple of 16) with the 16-byte
+    /// shuffles of `simd`, the rest tap by tap.
+    #[inline(always)]
+    fn nearest_u8_from(&self, simd: Simd, row: &[u8], out: &mut [u8], done: usize) {
+        let n = out.len();
+        assert!(row.len() >= self.bound && self.first.len() >= n && done.is_multiple_of(16));
         const STEP: usize = 4 * SHUFFLE_GROUP;
-        let groups = (n - n % STEP) / SHUFFLE_GROUP;
+        let whole = (n - n % STEP).max(done);
+        let groups = done / SHUFFLE_GROUP..whole / SHUFFLE_GROUP;
         let wide = simd.pair_lanes().is_some()
-            && groups > 0
-            && self.byte_masks.len() >= groups
+            && !groups.is_empty()
+            && self.byte_masks.len() >= groups.end
             && row.len() >= self.shuffle_reach;
-        let whole = if wide { groups * SHUFFLE_GROUP } else { 0 };
+        let whole = if wide { whole } else { done };
         if wide {
-            let (bases, masks) = (&self.shuffle_bases[..groups], &self.byte_masks[..groups]);
-            let high = (!self.byte_masks_high.is_empty()).then(|| &self.byte_masks_high[..groups]);
+            let (bases, masks) = (
+                &self.shuffle_bases[groups.clone()],
+                &self.byte_masks[groups.clone()],
+            );
+            let high = (!self.byte_masks_high.is_empty()).then(|| &self.byte_masks_high[groups]);
+            let out = &mut out[done..whole];
             match simd {
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting
-                // it); `groups` is a multiple of 4 (`whole` is a multiple of 16), the
-                // output holds 4 bytes per group, `high` (if any) has a mask per group,
-                // and every `base + 16 <= shuffle_reach <= row.len()` (`+ 32` with `high`).
-                Simd::Avx2 => unsafe {
-                    super::x86::gather_bytes_u8(row, bases, masks, high, &mut out[..whole])
+                // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only
+                // chosen after detecting it); the number of groups is a multiple of 4
+                // (`done` and `whole` are multiples of 16), the output holds 4 bytes per
+                // group, `high` (if any) has a mask per group, and every `base + 16 <=
+                // shuffle_reach <= row.len()` (`+ 32` with `high`).
+                Simd::Avx2 | Simd::Avx512 => unsafe {
+                    super::x86::gather_bytes_u8(row, bases, masks, high, out)
                 },
                 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
                 // SAFETY: as for AVX2 (NEON is part of the target's baseline).
-                Simd::Neon => unsafe {
-                    super::neon::gather_bytes_u8(row, bases, masks, high, &mut out[..whole])
-                },
+                Simd::Neon => unsafe { super::neon::gather_bytes_u8(row, bases, masks, high, out) },
                 // Not reached (`wide` needs `pair_lanes`), and the scalar loop below
                 // covers every column when `whole` is 0.
                 Simd::Portable => {}
@@ -587,11 +752,12 @@ impl SpanTaps {
             (!self.shuffle_masks_high.is_empty()).then(|| &self.shuffle_masks_high[..groups]);
         match simd {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
-            // `groups` is a multiple of 2 (`whole` is a multiple of 8 lanes), `out[..whole]`
-            // holds 4 floats per group, `high` (if any) has a mask per group, and every
-            // `base + 16 <= shuffle_reach <= row.len()` (`base + 32` with `high`).
-            Simd::Avx2 => unsafe {
+            // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only chosen
+            // after detecting it); `groups` is a multiple of 2 (`whole` is a multiple of 8
+            // lanes), `out[..whole]` holds 4 floats per group, `high` (if any) has a mask
+            // per group, and every `base + 16 <= shuffle_reach <= row.len()` (`base + 32`
+            // with `high`).
+            Simd::Avx2 | Simd::Avx512 => unsafe {
                 super::x86::gather_bytes(row, bases, masks, high, &mut out[..whole])
             },
             #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
@@ -632,11 +798,11 @@ impl SpanTaps {
         let out_whole = &mut out[..whole];
         match simd {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
-            // `first`, `w` and the output hold `whole` elements, a multiple of 8; every
-            // `first[j] + reach - 1 < max_first + reach <= row.len()`, and each kernel
-            // reads `reach` floats.
-            Simd::Avx2 => unsafe {
+            // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only chosen
+            // after detecting it); `first`, `w` and the output hold `whole` elements, a
+            // multiple of 8; every `first[j] + reach - 1 < max_first + reach <= row.len()`,
+            // and each kernel reads `reach` floats.
+            Simd::Avx2 | Simd::Avx512 => unsafe {
                 if self.pair_step == 1 {
                     super::x86::lerp_adjacent(row, first, w, out_whole);
                 } else {
@@ -872,12 +1038,12 @@ impl ColumnTables {
         let (oa, ob) = (&mut out_a[..whole], &mut out_b[..whole]);
         match simd {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
-            // the slices passed all hold `whole` elements, a multiple of 8; every
-            // `first[j] + reach - 1 < max_first + reach <= row.len()`, and the kernel
-            // reads `reach` floats from each first tap (`interleaved_pair` holds only for
-            // steps 2 and 4 with `b` half a step after `a`).
-            Simd::Avx2 => unsafe {
+            // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only chosen
+            // after detecting it); the slices passed all hold `whole` elements, a multiple
+            // of 8; every `first[j] + reach - 1 < max_first + reach <= row.len()`, and the
+            // kernel reads `reach` floats from each first tap (`interleaved_pair` holds
+            // only for steps 2 and 4 with `b` half a step after `a`).
+            Simd::Avx2 | Simd::Avx512 => unsafe {
                 if ta.pair_step == 2 {
                     super::x86::lerp_quads::<2>(row, first, w, oa, Some(ob));
                 } else {

@@ -271,10 +271,11 @@ fn interleave3(simd: Simd, rows: [&[u8]; 3], dst: &mut [u8]) {
     assert!(rows.iter().all(|r| r.len() >= n));
     let whole = match simd {
         #[cfg(target_arch = "x86_64")]
-        Simd::Avx2 => {
+        Simd::Avx2 | Simd::Avx512 => {
             let whole = n - n % 16;
-            // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting it);
-            // each row holds at least `n >= whole` bytes (asserted) and `dst` `3 * n`.
+            // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only chosen
+            // after detecting it); each row holds at least `n >= whole` bytes (asserted)
+            // and `dst` `3 * n`.
             unsafe { super::x86::interleave3(rows, dst, whole) };
             whole
         }

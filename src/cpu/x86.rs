@@ -420,3 +420,126 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool>(
         }
     }
 }
+
+/// The bytes `index` picks from the `64 * REGS` bytes at `at` (index byte `j` names
+/// byte `j` of the window), zero where `keep` is clear: one `vpermb` for one register,
+/// one `vpermt2b` for two, two of those and a blend on index bit 7 for three or four.
+///
+/// # Safety
+/// The caller's function enables AVX-512 F, BW and VBMI (this one is inlined into it);
+/// `REGS` is 1 to 4, the `64 * REGS` bytes at `at` are readable, and every index byte
+/// `keep` selects is below `64 * REGS`.
+#[inline(always)]
+unsafe fn permute_window<const REGS: usize>(
+    at: *const u8,
+    index: __m512i,
+    keep: __mmask64,
+) -> __m512i {
+    const { assert!(REGS >= 1 && REGS <= 4) };
+    // SAFETY: the caller guarantees the features and the readable window; register `k`
+    // is loaded only for `k < REGS` (the third stands in for a fourth no index reaches).
+    unsafe {
+        let load = |k: usize| _mm512_loadu_si512(at.add(64 * k.min(REGS - 1)).cast());
+        match REGS {
+            1 => _mm512_maskz_permutexvar_epi8(keep, index, load(0)),
+            2 => _mm512_maskz_permutex2var_epi8(keep, load(0), index, load(1)),
+            _ => _mm512_mask_blend_epi8(
+                _mm512_movepi8_mask(index) & keep,
+                _mm512_maskz_permutex2var_epi8(keep, load(0), index, load(1)),
+                _mm512_permutex2var_epi8(load(2), index, load(3)),
+            ),
+        }
+    }
+}
+
+/// [`bilinear_q7`] with AVX-512, sixteen columns per step: each row's taps of a group
+/// come from `REGS` 64-byte loads and one byte permute (`vpermb` for one register,
+/// `vpermt2b` for two; two of those and a byte blend for three or four), where the AVX2
+/// kernel takes eight to twelve 16-byte loads and four to six shuffles for the same
+/// columns. The arithmetic is the AVX2 kernel's (the same pair multiplies and roundings,
+/// 128-bit lane by lane), so the results are the same integers. Group `g`'s column `k`
+/// takes its first tap from byte `index[g][4k]` after `bases[g]` and its second from
+/// byte `index[g][4k + 2]`.
+///
+/// # Safety
+/// AVX-512 F, BW and VBMI must be available; `REGS` is 1 to 4; `bases` and `index` must
+/// have the same length, `weights` and `out` 16 values per group; `bases[g] + 64 * REGS
+/// <=` both rows' lengths for every `g`, and every index byte below `64 * REGS`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+pub(super) unsafe fn bilinear_q7_avx512<const REGS: usize>(
+    top: &[u8],
+    bottom: &[u8],
+    bases: &[u32],
+    index: &[[u8; 64]],
+    weights: &[i32],
+    wy: i32,
+    out: &mut [i16],
+) {
+    // Bytes 0 and 2 of every 32-bit lane: each column's two taps as 16-bit integers,
+    // their high bytes zeroed.
+    const TAP_BYTES: __mmask64 = 0x5555_5555_5555_5555;
+    let wy = _mm512_set1_epi32(wy);
+    let (half7, half14) = (_mm512_set1_epi32(1 << 6), _mm512_set1_epi32(1 << 13));
+    for (((&b, i), w), o) in bases
+        .iter()
+        .zip(index)
+        .zip(weights.chunks_exact(16))
+        .zip(out.chunks_exact_mut(16))
+    {
+        // SAFETY: `b + 64 * REGS <=` both rows' lengths (caller), so each 64-byte load at
+        // `b + 64 * k`, `k < REGS`, is inside its row; `i` is 64 bytes, `w` 16 weights and
+        // `o` 16 values.
+        unsafe {
+            let i = _mm512_loadu_si512(i.as_ptr().cast());
+            let taps = |r: &[u8]| permute_window::<REGS>(r.as_ptr().add(b as usize), i, TAP_BYTES);
+            let (t, u) = (taps(top), taps(bottom));
+            // As in `bilinear_q7`, per 128-bit lane (four columns each).
+            let blend = |pairs: __m512i| {
+                _mm512_srai_epi32::<7>(_mm512_add_epi32(_mm512_madd_epi16(pairs, wy), half7))
+            };
+            let (lo, hi) = (
+                blend(_mm512_unpacklo_epi16(t, u)),
+                blend(_mm512_unpackhi_epi16(t, u)),
+            );
+            let pairs = _mm512_packs_epi32(lo, hi);
+            let w = _mm512_loadu_si512(w.as_ptr().cast());
+            let v = _mm512_srai_epi32::<14>(_mm512_add_epi32(_mm512_madd_epi16(pairs, w), half14));
+            // Columns in order, one per 32-bit lane, each in 0..=255 * 128: narrowing to
+            // 16 bits keeps every value.
+            _mm256_storeu_si256(o.as_mut_ptr().cast(), _mm512_cvtepi32_epi16(v));
+        }
+    }
+}
+
+/// [`gather_bytes_u8`] with AVX-512: `out[columns * g + k] = row[bases[g] + index[g][k]]`,
+/// one group of `columns` (16, 32 or 64) output bytes per `REGS` 64-byte loads and one
+/// byte permute ([`permute_window`]), where the AVX2 kernel takes four 16-byte loads and
+/// shuffles per 16.
+///
+/// # Safety
+/// AVX-512 F, BW and VBMI must be available; `REGS` is 1 to 4 and `columns` at most 64;
+/// `out` holds `columns` bytes per group of `bases` and `index` (same length);
+/// `bases[g] + 64 * REGS <= row.len()` for every `g`, and index bytes `0..columns` below
+/// `64 * REGS`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+pub(super) unsafe fn gather_bytes_u8_avx512<const REGS: usize>(
+    row: &[u8],
+    bases: &[u32],
+    index: &[[u8; 64]],
+    columns: usize,
+    out: &mut [u8],
+) {
+    assert!((1..=64).contains(&columns));
+    // The first `columns` bytes.
+    let keep: __mmask64 = u64::MAX >> (64 - columns);
+    for ((&b, i), o) in bases.iter().zip(index).zip(out.chunks_exact_mut(columns)) {
+        // SAFETY: `b + 64 * REGS <= row.len()` (caller), so the window is inside `row`;
+        // `i` is 64 bytes; `o` holds `columns` bytes, exactly the bytes `keep` stores (a
+        // masked store touches no other byte).
+        unsafe {
+            let i = _mm512_loadu_si512(i.as_ptr().cast());
+            let bytes = permute_window::<REGS>(row.as_ptr().add(b as usize), i, keep);
+            _mm512_mask_storeu_epi8(o.as_mut_ptr().cast(), keep, bytes);
+        }
+    }
+}
