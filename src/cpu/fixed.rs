@@ -128,12 +128,24 @@ impl FixedColour {
         let oc = outs.len().min(3);
         let whole = match simd {
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 | Simd::Avx512 => {
-                let whole = n - n % 16;
-                // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only
-                // chosen after detecting it); every source row and every output holds at
-                // least `whole` elements (asserted above), a multiple of 16, and at most 3
+            Simd::Avx512 => {
+                // The rest (fewer than 32) by the portable tail: the camera widths are
+                // multiples of 32 (416, 640), and a second kernel for 16 more would need
+                // the outputs sliced (no allocation here).
+                let whole = n - n % 32;
+                // SAFETY: AVX-512 F and BW are available (`Simd::Avx512` is only chosen
+                // after detecting them); every source row and every output holds at least
+                // `whole` elements (asserted above), a multiple of 32, and at most 3
                 // outputs are passed.
+                unsafe { super::x86::fixed_colour_avx512(self, s, &mut outs[..oc], whole) };
+                whole
+            }
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => {
+                let whole = n - n % 16;
+                // SAFETY: AVX2 is available (`Simd::Avx2` is only chosen after detecting
+                // it); every source row and every output holds at least `whole` elements
+                // (asserted above), a multiple of 16, and at most 3 outputs are passed.
                 unsafe { super::x86::fixed_colour(self, s, &mut outs[..oc], whole) };
                 whole
             }

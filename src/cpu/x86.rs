@@ -543,3 +543,58 @@ pub(super) unsafe fn gather_bytes_u8_avx512<const REGS: usize>(
         }
     }
 }
+
+/// [`fixed_colour`] with AVX-512, 32 pixels per step: the same pair multiplies, bias and
+/// shift per 32-bit lane, so the same bytes. Within each 128-bit lane the unpacks and the
+/// pack keep pixel order, and the final narrowing (clamped at 0, then unsigned
+/// saturation to 255: what `packus` does) writes the 32 bytes in order.
+///
+/// # Safety
+/// AVX-512 F and BW must be available; every row of `s` and every output holds at least
+/// `n` elements, `n` a multiple of 32; at most 3 outputs.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn fixed_colour_avx512<S: super::fixed::FixedSample>(
+    fixed: &super::fixed::FixedColour,
+    s: [&[S]; 3],
+    outs: &mut [&mut [u8]],
+    n: usize,
+) {
+    let pair = |lo: i16, hi: i16| _mm512_set1_epi32(i32::from(lo as u16) | (i32::from(hi) << 16));
+    let coef01 = fixed.coef.map(|k| pair(k[0], k[1]));
+    let coef2 = fixed.coef.map(|k| pair(k[2], 0));
+    let bias = fixed.bias.map(|b| _mm512_set1_epi32(b));
+    let shift = _mm_cvtsi32_si128(fixed.shift as i32);
+    let zero = _mm512_setzero_si512();
+    for j in (0..n).step_by(32) {
+        // SAFETY: `j + 32 <= n` and every row holds at least `n` elements (caller).
+        unsafe {
+            // 32 samples as 16-bit integers: bytes widened, Q7 words as they are.
+            let widen = |r: &[S]| {
+                let p = r.as_ptr().add(j);
+                if size_of::<S>() == 1 {
+                    _mm512_cvtepu8_epi16(_mm256_loadu_si256(p.cast()))
+                } else {
+                    _mm512_loadu_si512(p.cast())
+                }
+            };
+            let (a, b, c) = (widen(s[0]), widen(s[1]), widen(s[2]));
+            let (ab_lo, ab_hi) = (_mm512_unpacklo_epi16(a, b), _mm512_unpackhi_epi16(a, b));
+            let (c_lo, c_hi) = (
+                _mm512_unpacklo_epi16(c, zero),
+                _mm512_unpackhi_epi16(c, zero),
+            );
+            for (k, out) in outs.iter_mut().enumerate() {
+                let sum = |ab: __m512i, c: __m512i| {
+                    let v = _mm512_add_epi32(
+                        _mm512_madd_epi16(ab, coef01[k]),
+                        _mm512_madd_epi16(c, coef2[k]),
+                    );
+                    _mm512_sra_epi32(_mm512_add_epi32(v, bias[k]), shift)
+                };
+                let words = _mm512_packs_epi32(sum(ab_lo, c_lo), sum(ab_hi, c_hi));
+                let bytes = _mm512_cvtusepi16_epi8(_mm512_max_epi16(words, zero));
+                _mm256_storeu_si256(out.as_mut_ptr().add(j).cast(), bytes);
+            }
+        }
+    }
+}

@@ -293,10 +293,11 @@ impl ImageProcessor {
         self.backend
     }
 
-    /// The instruction set the CPU backend's kernel runs with: `"avx2"` (x86-64 with AVX2,
-    /// detected at run time), `"neon"` (aarch64) or `"portable"` (the target's baseline
-    /// build, or any target when `PINFRAME_CPU_SIMD=portable` is set). All give
-    /// bit-identical results; this says which one a benchmark measured.
+    /// The instruction set the CPU backend's kernel runs with: `"avx512"` (x86-64 with
+    /// AVX-512 F, BW and VBMI, detected at run time), `"avx2"` (x86-64 with AVX2, or an
+    /// AVX-512 CPU with `PINFRAME_CPU_SIMD=avx2` set), `"neon"` (aarch64) or `"portable"`
+    /// (the target's baseline build, or any target when `PINFRAME_CPU_SIMD=portable` is
+    /// set). All give bit-identical results; this says which one a benchmark measured.
     pub fn cpu_kernel(&self) -> &'static str {
         self.cpu.kernel()
     }

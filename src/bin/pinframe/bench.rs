@@ -95,7 +95,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     let per_frame = elapsed.as_secs_f64() / f64::from(args.frames);
     let floor = memory_floor(&src, dst_layout.required_len(0), args.frames).as_secs_f64()
         / f64::from(args.frames);
-    // Which CPU kernel ran: timings of the AVX2, NEON and portable builds differ.
+    // Which CPU kernel ran: timings of the AVX-512, AVX2, NEON and portable builds differ.
     let kernel = match proc.backend() {
         Backend::Cpu => format!(", {} kernel", proc.cpu_kernel()),
         _ => String::new(),
