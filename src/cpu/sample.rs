@@ -739,38 +739,77 @@ impl SpanTaps {
     #[inline(always)]
     fn nearest_bytes(&self, simd: Simd, row: &[u8], out: &mut [f32]) {
         let n = out.len();
+        #[cfg(target_arch = "x86_64")]
+        if simd == Simd::Avx512 && self.wide_one.serves(n, [row, row]) {
+            let g = &self.wide_one;
+            let whole = n - n % g.columns;
+            let groups = whole / g.columns;
+            let (bases, index) = (&g.bases[..groups], &g.index[..groups]);
+            // SAFETY: AVX-512 F, BW and VBMI are available (`Simd::Avx512` is only chosen
+            // after detecting them); the tables cover the `groups` whole groups
+            // (`serves`), the output holds `columns` floats per group, every index byte is
+            // below the window, and every `base + window <= reach <= row.len()`
+            // (`serves`).
+            unsafe {
+                use super::x86::gather_bytes_avx512 as kernel;
+                let out = &mut out[..whole];
+                match g.window {
+                    64 => kernel::<1>(row, bases, index, g.columns, out),
+                    128 => kernel::<2>(row, bases, index, g.columns, out),
+                    192 => kernel::<3>(row, bases, index, g.columns, out),
+                    _ => kernel::<4>(row, bases, index, g.columns, out),
+                }
+            }
+            // The rest: fewer than `columns`, through the AVX2 kernel from here.
+            return self.nearest_bytes_from(Simd::Avx2, row, out, whole);
+        }
+        self.nearest_bytes_from(simd, row, out, 0)
+    }
+
+    /// [`SpanTaps::nearest_bytes`] of columns `done..` (a multiple of 16) with the 16-byte
+    /// shuffles of `simd`, the rest tap by tap.
+    #[inline(always)]
+    fn nearest_bytes_from(&self, simd: Simd, row: &[u8], out: &mut [f32], done: usize) {
+        let n = out.len();
+        assert!(row.len() >= self.bound && self.first.len() >= n && done.is_multiple_of(16));
         let Some(lanes) = simd.pair_lanes() else {
             return self.nearest(row, out);
         };
-        let groups = (n - n % lanes) / SHUFFLE_GROUP;
-        if groups == 0 || self.shuffle_bases.len() < groups || row.len() < self.shuffle_reach {
-            return self.nearest(row, out);
-        }
-        let whole = groups * SHUFFLE_GROUP;
-        let (bases, masks) = (&self.shuffle_bases[..groups], &self.shuffle_masks[..groups]);
-        let high =
-            (!self.shuffle_masks_high.is_empty()).then(|| &self.shuffle_masks_high[..groups]);
-        match simd {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only chosen
-            // after detecting it); `groups` is a multiple of 2 (`whole` is a multiple of 8
-            // lanes), `out[..whole]` holds 4 floats per group, `high` (if any) has a mask
-            // per group, and every `base + 16 <= shuffle_reach <= row.len()` (`base + 32`
-            // with `high`).
-            Simd::Avx2 | Simd::Avx512 => unsafe {
-                super::x86::gather_bytes(row, bases, masks, high, &mut out[..whole])
-            },
-            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-            // SAFETY: as for AVX2 (NEON is part of the target's baseline); the NEON
-            // kernel takes any number of groups.
-            Simd::Neon => unsafe {
-                super::neon::gather_bytes(row, bases, masks, high, &mut out[..whole])
-            },
-            // Not reached (`pair_lanes` is None for it), but correct if it were.
-            Simd::Portable => return self.nearest(row, out),
+        let whole = (n - n % lanes).max(done);
+        let groups = done / SHUFFLE_GROUP..whole / SHUFFLE_GROUP;
+        let wide = !groups.is_empty()
+            && self.shuffle_bases.len() >= groups.end
+            && row.len() >= self.shuffle_reach;
+        let whole = if wide { whole } else { done };
+        if wide {
+            let (bases, masks) = (
+                &self.shuffle_bases[groups.clone()],
+                &self.shuffle_masks[groups.clone()],
+            );
+            let high =
+                (!self.shuffle_masks_high.is_empty()).then(|| &self.shuffle_masks_high[groups]);
+            let out = &mut out[done..whole];
+            match simd {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only
+                // chosen after detecting it); the number of groups is a multiple of 2
+                // (`done` and `whole` are multiples of 8 lanes), `out` holds 4 floats per
+                // group, `high` (if any) has a mask per group, and every `base + 16 <=
+                // shuffle_reach <= row.len()` (`base + 32` with `high`).
+                Simd::Avx2 | Simd::Avx512 => unsafe {
+                    super::x86::gather_bytes(row, bases, masks, high, out)
+                },
+                #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+                // SAFETY: as for AVX2 (NEON is part of the target's baseline); the NEON
+                // kernel takes any number of groups.
+                Simd::Neon => unsafe { super::neon::gather_bytes(row, bases, masks, high, out) },
+                // Not reached (`pair_lanes` is None for it).
+                Simd::Portable => {}
+            }
         }
         for (o, &i0) in out[whole..].iter_mut().zip(&self.first[whole..n]) {
-            *o = f32::from(row[i0 as usize]);
+            // SAFETY: `i0 < self.bound <= row.len()` (asserted above).
+            *o = f32::from(unsafe { *row.get_unchecked(i0 as usize) });
         }
     }
 

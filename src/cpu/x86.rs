@@ -598,3 +598,40 @@ pub(super) unsafe fn fixed_colour_avx512<S: super::fixed::FixedSample>(
         }
     }
 }
+
+/// [`gather_bytes`] with AVX-512: the bytes of [`gather_bytes_u8_avx512`] (one permute per
+/// group of `columns`), widened to floats 16 at a time:
+/// `out[columns * g + k] = row[bases[g] + index[g][k]]`.
+///
+/// # Safety
+/// As for [`gather_bytes_u8_avx512`], with `columns` a multiple of 16 and `out` holding
+/// `columns` floats per group.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+pub(super) unsafe fn gather_bytes_avx512<const REGS: usize>(
+    row: &[u8],
+    bases: &[u32],
+    index: &[[u8; 64]],
+    columns: usize,
+    out: &mut [f32],
+) {
+    assert!(columns > 0 && columns <= 64 && columns.is_multiple_of(16));
+    let keep: __mmask64 = u64::MAX >> (64 - columns);
+    for ((&b, i), o) in bases.iter().zip(index).zip(out.chunks_exact_mut(columns)) {
+        // SAFETY: `b + 64 * REGS <= row.len()` (caller), so the window is inside `row`;
+        // `i` is 64 bytes; `o` holds `columns` floats, 16 per store below.
+        unsafe {
+            let i = _mm512_loadu_si512(i.as_ptr().cast());
+            let bytes = permute_window::<REGS>(row.as_ptr().add(b as usize), i, keep);
+            let floats = |q: __m128i| _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q));
+            let quarters = [
+                _mm512_castsi512_si128(bytes),
+                _mm512_extracti32x4_epi32::<1>(bytes),
+                _mm512_extracti32x4_epi32::<2>(bytes),
+                _mm512_extracti32x4_epi32::<3>(bytes),
+            ];
+            for (q, o) in quarters.into_iter().zip(o.chunks_exact_mut(16)) {
+                _mm512_storeu_ps(o.as_mut_ptr(), floats(q));
+            }
+        }
+    }
+}
