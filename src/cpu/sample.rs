@@ -738,9 +738,9 @@ impl SpanTaps {
     /// exactly), so bit-identical to `nearest`.
     #[inline(always)]
     fn nearest_bytes(&self, simd: Simd, row: &[u8], out: &mut [f32]) {
-        let n = out.len();
         #[cfg(target_arch = "x86_64")]
-        if simd == Simd::Avx512 && self.wide_one.serves(n, [row, row]) {
+        if simd == Simd::Avx512 && self.wide_one.serves(out.len(), [row, row]) {
+            let n = out.len();
             let g = &self.wide_one;
             let whole = n - n % g.columns;
             let groups = whole / g.columns;
