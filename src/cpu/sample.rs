@@ -214,7 +214,7 @@ struct SpanTaps {
     /// group of [`WIDE_GROUP`] columns, column `k`'s first tap at index byte `4k` and its
     /// second at `4k + 2`.
     wide_two: WideGather,
-    /// The one-tap gathers again for the AVX-512 kernel (`gather_bytes_u8_avx512`): per
+    /// The one-tap gathers again for the AVX-512 kernel (`gather_one_tap_avx512`): per
     /// group of 64, 32 or 16 columns (the most whose taps fit the window), column `k`'s
     /// tap at index byte `k`.
     wide_one: WideGather,
@@ -649,6 +649,43 @@ impl SpanTaps {
         }
     }
 
+    /// The one-tap AVX-512 gathers of the whole groups of `out`'s columns, where `simd`
+    /// is AVX-512 and its tables serve this row: the number of columns written, or None
+    /// (nothing written).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn one_tap_avx512<T: super::x86::GatheredElement>(
+        &self,
+        simd: Simd,
+        row: &[u8],
+        out: &mut [T],
+    ) -> Option<usize> {
+        let n = out.len();
+        if simd != Simd::Avx512 || !self.wide_one.serves(n, [row, row]) {
+            return None;
+        }
+        let g = &self.wide_one;
+        let whole = n - n % g.columns;
+        let groups = whole / g.columns;
+        let (bases, index) = (&g.bases[..groups], &g.index[..groups]);
+        let out = &mut out[..whole];
+        // SAFETY: AVX-512 F, BW and VBMI are available (`Simd::Avx512` is only chosen
+        // after detecting them); the tables cover the `groups` whole groups (`serves`) of
+        // 16, 32 or 64 columns, the output holds `columns` elements per group, every index
+        // byte is below the window, and every `base + window <= reach <= row.len()`
+        // (`serves`).
+        unsafe {
+            use super::x86::gather_one_tap_avx512 as kernel;
+            match g.window {
+                64 => kernel::<T, 1>(row, bases, index, g.columns, out),
+                128 => kernel::<T, 2>(row, bases, index, g.columns, out),
+                192 => kernel::<T, 3>(row, bases, index, g.columns, out),
+                _ => kernel::<T, 4>(row, bases, index, g.columns, out),
+            }
+        }
+        Some(whole)
+    }
+
     /// `out[j] = row[first[j]]` as bytes, with the shuffle gathers of `simd` where it has
     /// them (16 columns per step) and the scalar gather for the rest: the sampling of the
     /// fixed-point path (`fixed`). `row` may run past the span, as for `nearest_bytes`.
@@ -657,27 +694,8 @@ impl SpanTaps {
         let n = out.len();
         assert!(row.len() >= self.bound && self.first.len() >= n);
         #[cfg(target_arch = "x86_64")]
-        if simd == Simd::Avx512 && self.wide_one.serves(n, [row, row]) {
-            let g = &self.wide_one;
-            let whole = n - n % g.columns;
-            let groups = whole / g.columns;
-            let (bases, index) = (&g.bases[..groups], &g.index[..groups]);
-            // SAFETY: AVX-512 F, BW and VBMI are available (`Simd::Avx512` is only chosen
-            // after detecting them); the tables cover the `groups` whole groups
-            // (`serves`), the output holds `columns` bytes per group, every index byte is
-            // below the window, and every `base + window <= reach <= row.len()`
-            // (`serves`).
-            unsafe {
-                use super::x86::gather_bytes_u8_avx512 as kernel;
-                let out = &mut out[..whole];
-                match g.window {
-                    64 => kernel::<1>(row, bases, index, g.columns, out),
-                    128 => kernel::<2>(row, bases, index, g.columns, out),
-                    192 => kernel::<3>(row, bases, index, g.columns, out),
-                    _ => kernel::<4>(row, bases, index, g.columns, out),
-                }
-            }
-            // The rest: fewer than `columns`, through the AVX2 kernel below from here.
+        if let Some(whole) = self.one_tap_avx512(simd, row, out) {
+            // The rest: fewer than a group, through the AVX2 kernel from here.
             return self.nearest_u8_from(Simd::Avx2, row, out, whole);
         }
         self.nearest_u8_from(simd, row, out, 0)
@@ -739,28 +757,8 @@ impl SpanTaps {
     #[inline(always)]
     fn nearest_bytes(&self, simd: Simd, row: &[u8], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if simd == Simd::Avx512 && self.wide_one.serves(out.len(), [row, row]) {
-            let n = out.len();
-            let g = &self.wide_one;
-            let whole = n - n % g.columns;
-            let groups = whole / g.columns;
-            let (bases, index) = (&g.bases[..groups], &g.index[..groups]);
-            // SAFETY: AVX-512 F, BW and VBMI are available (`Simd::Avx512` is only chosen
-            // after detecting them); the tables cover the `groups` whole groups
-            // (`serves`), the output holds `columns` floats per group, every index byte is
-            // below the window, and every `base + window <= reach <= row.len()`
-            // (`serves`).
-            unsafe {
-                use super::x86::gather_bytes_avx512 as kernel;
-                let out = &mut out[..whole];
-                match g.window {
-                    64 => kernel::<1>(row, bases, index, g.columns, out),
-                    128 => kernel::<2>(row, bases, index, g.columns, out),
-                    192 => kernel::<3>(row, bases, index, g.columns, out),
-                    _ => kernel::<4>(row, bases, index, g.columns, out),
-                }
-            }
-            // The rest: fewer than `columns`, through the AVX2 kernel from here.
+        if let Some(whole) = self.one_tap_avx512(simd, row, out) {
+            // The rest: fewer than a group, through the AVX2 kernel from here.
             return self.nearest_bytes_from(Simd::Avx2, row, out, whole);
         }
         self.nearest_bytes_from(simd, row, out, 0)
@@ -771,7 +769,7 @@ impl SpanTaps {
     #[inline(always)]
     fn nearest_bytes_from(&self, simd: Simd, row: &[u8], out: &mut [f32], done: usize) {
         let n = out.len();
-        assert!(row.len() >= self.bound && self.first.len() >= n && done.is_multiple_of(16));
+        assert!(self.first.len() >= n && done.is_multiple_of(16));
         let Some(lanes) = simd.pair_lanes() else {
             return self.nearest(row, out);
         };
@@ -808,8 +806,7 @@ impl SpanTaps {
             }
         }
         for (o, &i0) in out[whole..].iter_mut().zip(&self.first[whole..n]) {
-            // SAFETY: `i0 < self.bound <= row.len()` (asserted above).
-            *o = f32::from(unsafe { *row.get_unchecked(i0 as usize) });
+            *o = f32::from(row[i0 as usize]);
         }
     }
 

@@ -436,8 +436,9 @@ unsafe fn permute_window<const REGS: usize>(
     keep: __mmask64,
 ) -> __m512i {
     const { assert!(REGS >= 1 && REGS <= 4) };
-    // SAFETY: the caller guarantees the features and the readable window; register `k`
-    // is loaded only for `k < REGS` (the third stands in for a fourth no index reaches).
+    // SAFETY: the caller guarantees the features and the readable window; every load is
+    // at `64 * min(k, REGS - 1)`, inside it (with three registers the third stands in for
+    // a fourth, which no index reaches).
     unsafe {
         let load = |k: usize| _mm512_loadu_si512(at.add(64 * k.min(REGS - 1)).cast());
         match REGS {
@@ -511,39 +512,6 @@ pub(super) unsafe fn bilinear_q7_avx512<const REGS: usize>(
     }
 }
 
-/// [`gather_bytes_u8`] with AVX-512: `out[columns * g + k] = row[bases[g] + index[g][k]]`,
-/// one group of `columns` (16, 32 or 64) output bytes per `REGS` 64-byte loads and one
-/// byte permute ([`permute_window`]), where the AVX2 kernel takes four 16-byte loads and
-/// shuffles per 16.
-///
-/// # Safety
-/// AVX-512 F, BW and VBMI must be available; `REGS` is 1 to 4 and `columns` at most 64;
-/// `out` holds `columns` bytes per group of `bases` and `index` (same length);
-/// `bases[g] + 64 * REGS <= row.len()` for every `g`, and index bytes `0..columns` below
-/// `64 * REGS`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-pub(super) unsafe fn gather_bytes_u8_avx512<const REGS: usize>(
-    row: &[u8],
-    bases: &[u32],
-    index: &[[u8; 64]],
-    columns: usize,
-    out: &mut [u8],
-) {
-    assert!((1..=64).contains(&columns));
-    // The first `columns` bytes.
-    let keep: __mmask64 = u64::MAX >> (64 - columns);
-    for ((&b, i), o) in bases.iter().zip(index).zip(out.chunks_exact_mut(columns)) {
-        // SAFETY: `b + 64 * REGS <= row.len()` (caller), so the window is inside `row`;
-        // `i` is 64 bytes; `o` holds `columns` bytes, exactly the bytes `keep` stores (a
-        // masked store touches no other byte).
-        unsafe {
-            let i = _mm512_loadu_si512(i.as_ptr().cast());
-            let bytes = permute_window::<REGS>(row.as_ptr().add(b as usize), i, keep);
-            _mm512_mask_storeu_epi8(o.as_mut_ptr().cast(), keep, bytes);
-        }
-    }
-}
-
 /// [`fixed_colour`] with AVX-512, 32 pixels per step: the same pair multiplies, bias and
 /// shift per 32-bit lane, so the same bytes. Within each 128-bit lane the unpacks and the
 /// pack keep pixel order, and the final narrowing (clamped at 0, then unsigned
@@ -599,39 +567,77 @@ pub(super) unsafe fn fixed_colour_avx512<S: super::fixed::FixedSample>(
     }
 }
 
-/// [`gather_bytes`] with AVX-512: the bytes of [`gather_bytes_u8_avx512`] (one permute per
-/// group of `columns`), widened to floats 16 at a time:
-/// `out[columns * g + k] = row[bases[g] + index[g][k]]`.
-///
-/// # Safety
-/// As for [`gather_bytes_u8_avx512`], with `columns` a multiple of 16 and `out` holding
-/// `columns` floats per group.
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-pub(super) unsafe fn gather_bytes_avx512<const REGS: usize>(
-    row: &[u8],
-    bases: &[u32],
-    index: &[[u8; 64]],
-    columns: usize,
-    out: &mut [f32],
-) {
-    assert!(columns > 0 && columns <= 64 && columns.is_multiple_of(16));
-    let keep: __mmask64 = u64::MAX >> (64 - columns);
-    for ((&b, i), o) in bases.iter().zip(index).zip(out.chunks_exact_mut(columns)) {
-        // SAFETY: `b + 64 * REGS <= row.len()` (caller), so the window is inside `row`;
-        // `i` is 64 bytes; `o` holds `columns` floats, 16 per store below.
+/// What the AVX-512 one-tap gather writes: the gathered bytes as they are (for the
+/// fixed-point path) or widened to floats (for the f32 path).
+pub(super) trait GatheredElement: Copy {
+    /// Stores bytes `0..columns` of `bytes` (`keep` selects exactly those) into `out`.
+    ///
+    /// # Safety
+    /// Inlined into a function that enables AVX-512 F and BW; `out` holds `columns`
+    /// elements, `columns` at most 64 (a multiple of 16 for floats).
+    unsafe fn store(bytes: __m512i, keep: __mmask64, columns: usize, out: &mut [Self]);
+}
+
+impl GatheredElement for u8 {
+    #[inline(always)]
+    unsafe fn store(bytes: __m512i, keep: __mmask64, _: usize, out: &mut [u8]) {
+        // SAFETY: `out` holds `columns` bytes, exactly the bytes `keep` stores (a masked
+        // store touches no other byte); the caller enables the features.
+        unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().cast(), keep, bytes) }
+    }
+}
+
+impl GatheredElement for f32 {
+    #[inline(always)]
+    unsafe fn store(bytes: __m512i, _: __mmask64, columns: usize, out: &mut [f32]) {
+        // SAFETY: the caller enables the features; each store writes one 16-float chunk
+        // of `out` (`columns` floats, a multiple of 16).
         unsafe {
-            let i = _mm512_loadu_si512(i.as_ptr().cast());
-            let bytes = permute_window::<REGS>(row.as_ptr().add(b as usize), i, keep);
-            let floats = |q: __m128i| _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q));
             let quarters = [
                 _mm512_castsi512_si128(bytes),
                 _mm512_extracti32x4_epi32::<1>(bytes),
                 _mm512_extracti32x4_epi32::<2>(bytes),
                 _mm512_extracti32x4_epi32::<3>(bytes),
             ];
-            for (q, o) in quarters.into_iter().zip(o.chunks_exact_mut(16)) {
-                _mm512_storeu_ps(o.as_mut_ptr(), floats(q));
+            for (q, o) in quarters
+                .into_iter()
+                .zip(out[..columns].chunks_exact_mut(16))
+            {
+                _mm512_storeu_ps(o.as_mut_ptr(), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q)));
             }
+        }
+    }
+}
+
+/// The one-tap gathers with AVX-512: `out[columns * g + k] = row[bases[g] +
+/// index[g][k]]`, one group of `columns` (16, 32 or 64) outputs per `REGS` 64-byte loads
+/// and one byte permute ([`permute_window`]), where the AVX2 kernels ([`gather_bytes_u8`],
+/// [`gather_bytes`]) take four 16-byte loads and shuffles per 16. Bytes are stored as
+/// they are or widened to floats ([`GatheredElement`]).
+///
+/// # Safety
+/// AVX-512 F, BW and VBMI must be available; `REGS` is 1 to 4 and `columns` 16, 32 or 64;
+/// `out` holds `columns` elements per group of `bases` and `index` (same length);
+/// `bases[g] + 64 * REGS <= row.len()` for every `g`, and index bytes `0..columns` below
+/// `64 * REGS`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+pub(super) unsafe fn gather_one_tap_avx512<T: GatheredElement, const REGS: usize>(
+    row: &[u8],
+    bases: &[u32],
+    index: &[[u8; 64]],
+    columns: usize,
+    out: &mut [T],
+) {
+    assert!(matches!(columns, 16 | 32 | 64));
+    // The first `columns` bytes.
+    let keep: __mmask64 = u64::MAX >> (64 - columns);
+    for ((&b, i), o) in bases.iter().zip(index).zip(out.chunks_exact_mut(columns)) {
+        // SAFETY: `b + 64 * REGS <= row.len()` (caller), so the window is inside `row`;
+        // `i` is 64 bytes; `o` holds `columns` elements, what `store` writes.
+        unsafe {
+            let i = _mm512_loadu_si512(i.as_ptr().cast());
+            let bytes = permute_window::<REGS>(row.as_ptr().add(b as usize), i, keep);
+            T::store(bytes, keep, columns, o);
         }
     }
 }
