@@ -737,7 +737,7 @@ impl<T: Element> Tensor<T> {
     ///
     /// The guard also holds the write side of the tensor's access lock: it waits while a
     /// runtime reads the tensor through a pin ([`HostPin::lock_read`], taken by
-    /// [`CompiledModel::run`](crate::runtime::litert::CompiledModel::run) for every bound
+    /// `runtime::litert::CompiledModel::run`, feature `litert`, for every bound
     /// input), and such reads wait for the guard to drop. A thread that holds a read of
     /// its own gets [`Error::InvalidArgument`] instead of waiting for itself.
     pub fn map_mut(&mut self) -> Result<MapGuardMut<'_, T>> {

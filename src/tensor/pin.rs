@@ -76,7 +76,8 @@ unsafe extern "C" fn deferred_unmap_done(_ctx: *mut c_void) {
     LIVE_MAPPINGS.fetch_sub(1, Ordering::SeqCst);
 }
 
-/// The number of CPU mappings pinframe currently holds (each [`MmapOwner`] counts once).
+/// The number of CPU mappings pinframe currently holds (each `mmap` of a tensor counts once,
+/// until its owner unmaps it).
 #[cfg(feature = "testing")]
 pub fn live_cpu_mappings() -> usize {
     LIVE_MAPPINGS.load(Ordering::SeqCst)
@@ -310,7 +311,7 @@ impl HostPin<'_> {
     /// Holds off every writer of the pinned tensor (a [`map_mut`](crate::Tensor::map_mut)
     /// guard, a conversion into it) until the returned guard drops, waiting first for a
     /// writer that is at work. A runtime that reads the pinned memory takes this for the
-    /// length of each read, as [`CompiledModel::run`](crate::runtime::litert::CompiledModel::run)
+    /// length of each read, as `runtime::litert::CompiledModel::run` (feature `litert`)
     /// does for every bound input; readers share it.
     ///
     /// Writes through the raw pointers of pins are not covered (they are the holder's
