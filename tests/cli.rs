@@ -287,6 +287,38 @@ fn bench_prints_time_rate_and_kernel() {
 }
 
 #[test]
+fn paced_bench_prints_the_median_latency_and_refuses_bad_intervals() {
+    let base = [
+        "bench",
+        "--input-size",
+        "64x48",
+        "--output-size",
+        "32x32",
+        "--frames",
+        "3",
+        "--backend",
+        "cpu",
+        "--interval-ms",
+    ];
+    let paced = pinframe(&[&base[..], &["1.5"]].concat());
+    ok(&paced);
+    let text = String::from_utf8_lossy(&paced.stdout);
+    // A paced run's rate would be the camera's: it prints the latency and its spacing only.
+    assert!(
+        text.contains("ms per frame (median of frames 1.5 ms apart)")
+            && !text.contains("frames per second")
+            && text.contains("x the floor"),
+        "{text}"
+    );
+    for bad in ["-1", "NaN", "inf", "10001"] {
+        fails_with(
+            &pinframe(&[&base[..], &[bad]].concat()),
+            "must be between 0 and 10000",
+        );
+    }
+}
+
+#[test]
 fn bad_input_is_one_line_and_a_failure() {
     let dir = scratch("bad");
     let missing = dir.join("missing.yuyv");
