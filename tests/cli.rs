@@ -300,16 +300,20 @@ fn paced_bench_prints_the_median_latency_and_refuses_bad_intervals() {
         "cpu",
         "--interval-ms",
     ];
-    let paced = pinframe(&[&base[..], &["1.5"]].concat());
-    ok(&paced);
-    let text = String::from_utf8_lossy(&paced.stdout);
-    // A paced run's rate would be the camera's: it prints the latency and its spacing only.
-    assert!(
-        text.contains("ms per frame (median of frames 1.5 ms apart)")
-            && !text.contains("frames per second")
-            && text.contains("x the floor"),
-        "{text}"
-    );
+    // A paced run's rate would be the camera's: it prints the latency and its spacing
+    // (as given, not rounded) only.
+    for interval in ["1.5", "0.05"] {
+        let paced = pinframe(&[&base[..], &[interval]].concat());
+        ok(&paced);
+        let text = String::from_utf8_lossy(&paced.stdout);
+        assert!(
+            text.contains(&format!(
+                "ms per frame (median of frames {interval} ms apart)"
+            )) && !text.contains("frames per second")
+                && text.contains("x the floor"),
+            "{text}"
+        );
+    }
     for bad in ["-1", "NaN", "inf", "10001"] {
         fails_with(
             &pinframe(&[&base[..], &[bad]].concat()),
