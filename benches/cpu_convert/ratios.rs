@@ -11,7 +11,10 @@
 //!
 //! Plus the other 4:2:0 layouts (NV21, I420, YV12) at the first geometry, for "no slower
 //! than YUYV", and a 3840x2160 NV12 frame into the same 640 letterbox, for "the cost
-//! follows the output".
+//! follows the output". For that frame and W2 (its 1920x1080 twin) each table also times
+//! reading only the source rows the bilinear taps sample, and prints how much more the
+//! larger frame's rows take to read: bilinear at 6:1 reads two luma rows per output row
+//! where 3:1 reads one, so the cost follows the output only as far as the bytes do.
 //!
 //! Wall time (all three run on the pool), in interleaved rounds (each round times every
 //! contender once, so a slow spell of a shared machine hits all of them), medians; two
@@ -23,7 +26,9 @@
 //! `=cold` prints one of the two tables; `RAYON_NUM_THREADS=1` gives the
 //! one-thread table. `cargo bench --bench cpu_convert -- floor` prints only this table.
 
+use std::collections::BTreeSet;
 use std::hint::black_box;
+use std::ops::Range;
 use std::time::Instant;
 
 use fast_image_resize::images::{Image, ImageRef};
@@ -79,6 +84,8 @@ struct Workload {
     side: u32,
     /// Whether the yuv + fast_image_resize chain is timed too.
     chain: bool,
+    /// Whether reading the source rows the bilinear taps sample is timed too (NV12 only).
+    reads: bool,
 }
 
 fn workloads() -> Vec<Workload> {
@@ -99,6 +106,7 @@ fn workloads() -> Vec<Workload> {
                 dst,
                 side,
                 chain: true,
+                reads: n == 2,
             });
         }
     }
@@ -110,6 +118,7 @@ fn workloads() -> Vec<Workload> {
             dst: Dst::RgbU8,
             side: 640,
             chain: format == PixelFormat::I420,
+            reads: false,
         });
     }
     all.push(Workload {
@@ -119,6 +128,7 @@ fn workloads() -> Vec<Workload> {
         dst: Dst::RgbU8,
         side: 640,
         chain: false,
+        reads: true,
     });
     all
 }
@@ -301,6 +311,51 @@ fn floor(src: &[u8], copy: &mut [u8], dst: &mut [u8]) {
     black_box((&copy, &dst));
 }
 
+/// The bytes of a `width` x `height` NV12 frame that a bilinear conversion into
+/// `content_rows` rows of the frame's full width samples: for each output row the luma
+/// rows of its taps (one where the tap lands on a pixel centre, as at 3:1; two at 6:1,
+/// where it falls half way) and the chroma row under each (pinframe replicates chroma to
+/// luma resolution: luma row `y` takes chroma row `y / 2`), each row once and whole.
+fn sampled_rows(width: usize, height: usize, content_rows: usize) -> Vec<Range<usize>> {
+    let (mut luma, mut chroma) = (BTreeSet::new(), BTreeSet::new());
+    for d in 0..content_rows {
+        let u = (d as f64 + 0.5) * height as f64 / content_rows as f64 - 0.5;
+        let base = u.floor();
+        let taps: &[f64] = if u == base {
+            &[base]
+        } else {
+            &[base, base + 1.0]
+        };
+        for &t in taps {
+            let y = (t as usize).min(height - 1);
+            luma.insert(y);
+            chroma.insert(y / 2);
+        }
+    }
+    let chroma_start = width * height;
+    let luma = luma.into_iter().map(|y| y * width..(y + 1) * width);
+    let chroma = chroma
+        .into_iter()
+        .map(|c| chroma_start + c * width..chroma_start + (c + 1) * width);
+    luma.chain(chroma).collect()
+}
+
+/// Reads every byte of `rows` of `src` on the pool (and nothing else): what the memory
+/// system must deliver to any conversion that samples those rows.
+fn read_rows(src: &[u8], rows: &[Range<usize>]) {
+    let sum: u64 = rows
+        .par_chunks(8)
+        .map(|rows| {
+            rows.iter()
+                .flat_map(|r| src[r.clone()].chunks_exact(8))
+                .fold(0u64, |a, w| {
+                    a.wrapping_add(u64::from_ne_bytes(w.try_into().unwrap()))
+                })
+        })
+        .sum();
+    black_box(sum);
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -341,8 +396,17 @@ impl Evictor {
     }
 }
 
-/// One workload's medians in µs: pinframe, the chain (if timed), the floor.
-fn time(w: &Workload, rounds: usize, cache: Cache, evictor: &Evictor) -> (f64, Option<f64>, f64) {
+/// One workload's medians in µs.
+struct Timings {
+    pinframe: f64,
+    /// The yuv + fast_image_resize chain, where timed.
+    chain: Option<f64>,
+    floor: f64,
+    /// Reading the sampled rows (`sampled_rows`), where timed: the bytes and the median.
+    reads: Option<(usize, f64)>,
+}
+
+fn time(w: &Workload, rounds: usize, cache: Cache, evictor: &Evictor) -> Timings {
     let (sw, sh) = w.src_size;
     let src_layout = ImageLayout::new(sw, sh, w.format)
         .unwrap()
@@ -374,6 +438,9 @@ fn time(w: &Workload, rounds: usize, cache: Cache, evictor: &Evictor) -> (f64, O
         .unwrap()
     };
     let content = pinframe(&mut out).content;
+    let sampled = w
+        .reads
+        .then(|| sampled_rows(sw as usize, sh as usize, content[3] as usize));
     let mut chain = w.chain.then(|| Chain::new(w, content));
     let mut chain_out = vec![0u8; dst_layout.required_len(0)];
     let mut copy = vec![0u8; src.len()];
@@ -383,7 +450,11 @@ fn time(w: &Workload, rounds: usize, cache: Cache, evictor: &Evictor) -> (f64, O
         chain.run(&src, &mut chain_out);
     }
     floor(&src, &mut copy, &mut floor_out);
-    let (mut ours, mut theirs, mut floors) = (Vec::new(), Vec::new(), Vec::new());
+    if let Some(rows) = &sampled {
+        read_rows(&src, rows);
+    }
+    let (mut ours, mut theirs, mut floors, mut reads) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Runs `f` once from the round's cache state and returns its wall time in µs.
     let timed = |f: &mut dyn FnMut()| {
         match cache {
@@ -405,9 +476,16 @@ fn time(w: &Workload, rounds: usize, cache: Cache, evictor: &Evictor) -> (f64, O
             }));
         }
         floors.push(timed(&mut || floor(&src, &mut copy, &mut floor_out)));
+        if let Some(rows) = &sampled {
+            reads.push(timed(&mut || read_rows(&src, rows)));
+        }
     }
-    let theirs = (!theirs.is_empty()).then(|| median(&mut theirs));
-    (median(&mut ours), theirs, median(&mut floors))
+    Timings {
+        pinframe: median(&mut ours),
+        chain: (!theirs.is_empty()).then(|| median(&mut theirs)),
+        floor: median(&mut floors),
+        reads: sampled.map(|rows| (rows.iter().map(|r| r.len()).sum(), median(&mut reads))),
+    }
 }
 
 /// Prints the floor table (markdown) for every workload whose name contains `filter`
@@ -450,11 +528,22 @@ fn print_one(filter: Option<&str>, rounds: usize, kernel: &str, cache: Cache, ev
     println!("|---|--:|--:|--:|--:|--:|");
     let mut reference: Option<f64> = None;
     let mut w2: Option<f64> = None;
+    // (name, bytes, µs, pinframe µs) of the workloads whose sampled rows were read.
+    let mut reads = Vec::new();
     for w in workloads() {
         if filter.is_some_and(|f| !w.name.to_lowercase().contains(&f.to_lowercase())) {
             continue;
         }
-        let (ours, theirs, floor) = time(&w, rounds, cache, evictor);
+        let Timings {
+            pinframe: ours,
+            chain: theirs,
+            floor,
+            reads: read,
+        } = time(&w, rounds, cache, evictor);
+        if let Some((bytes, us)) = read {
+            let (sw, sh) = w.src_size;
+            reads.push((format!("{} {sw}x{sh}", w.format), bytes, us, ours));
+        }
         let chain = theirs.map_or("—".to_string(), |t| format!("{t:.0}"));
         let ratio = theirs.map_or("—".to_string(), |t| format!("{:.2}x", t / ours));
         let mut name = w.name.clone();
@@ -477,6 +566,24 @@ fn print_one(filter: Option<&str>, rounds: usize, kernel: &str, cache: Cache, ev
         println!(
             "| {name} | {ours:.0} | {chain} | {ratio} | {floor:.0} | {:.2} |",
             ours / floor
+        );
+    }
+    // The same frame into the same letterbox from a larger source: how much of the extra
+    // cost is the extra bytes the taps must read, which no kernel can skip.
+    if let [
+        (small, small_bytes, small_read, small_ours),
+        (large, large_bytes, large_read, large_ours),
+    ] = &reads[..]
+    {
+        println!(
+            "\nreading only the source rows the bilinear taps sample (no conversion): \
+             {small} {:.2} MB in {small_read:.0} µs, {large} {:.2} MB in {large_read:.0} µs: \
+             {:.2}x the bytes, {:.2}x the time to read them; pinframe {:.2}x",
+            *small_bytes as f64 / 1e6,
+            *large_bytes as f64 / 1e6,
+            *large_bytes as f64 / *small_bytes as f64,
+            large_read / small_read,
+            large_ours / small_ours,
         );
     }
 }
