@@ -288,57 +288,46 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 
 /// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
 /// `sample::lerp_q7`), four columns (one group) per step, the twin of
-/// `x86::bilinear_q7`: per row one 32-byte window and two `tbl` shuffles that leave each
-/// column's taps as a 16-bit pair; the two rows' taps blended in 32 bits and rounded to
-/// Q7, then each column's pair of blended taps weighted in 32 bits (widening multiplies
-/// and a pairwise add) and rounded to Q7. The same integers as the portable form.
+/// `x86::bilinear_q7`: per row one 32-byte window (48 with `FAR`) and one `tbl` over its
+/// two (three) registers that leaves each column's taps as a 16-bit pair; the two rows'
+/// taps blended in 32 bits and rounded to Q7, then each column's pair of blended taps
+/// weighted in 32 bits and rounded to Q7. The same integers as the portable form.
 ///
 /// # Safety
-/// `bases`, `masks` and `high` (and `far` with `FAR`) have one entry per group; `weights`
-/// and `out` 4 entries per group; `bases[g] + 32 <=` (`+ 48` with `FAR`) the length of
-/// `top` and of `bottom` for every `g`.
+/// `bases` and `index` have one entry per group, every index byte below 32 (48 with
+/// `FAR`) or 0xFF; `weights` and `out` 4 entries per group; `bases[g] + 32 <=` (`+ 48`
+/// with `FAR`) the length of `top` and of `bottom` for every `g`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) unsafe fn bilinear_q7<const FAR: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
-    [masks, high, far]: [&[[u8; 16]]; 3],
+    index: &[[u8; 16]],
     weights: &[i32],
     wy: i32,
     out: &mut [i16],
 ) {
     let (y0, y1) = (wy & 0xFFFF, wy >> 16);
-    // Without `FAR` the far masks are not read: zip with `masks` to keep one loop.
-    let far = if FAR { far } else { masks };
-    for (((((&b, m), h), f), w), o) in bases
+    for (((&b, i), w), o) in bases
         .iter()
-        .zip(masks)
-        .zip(high)
-        .zip(far)
+        .zip(index)
         .zip(weights.chunks_exact(4))
         .zip(out.chunks_exact_mut(4))
     {
-        // SAFETY: `b + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so every
-        // 16-byte load of each row is inside it; `m`, `h` and `f` are 16-byte masks, `w`
-        // 4 weight pairs and `o` 4 values.
+        // SAFETY: `b + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so the
+        // two (three) 16-byte registers loaded from each row are inside it; `i` is a
+        // 16-byte index, `w` 4 weight pairs and `o` 4 values.
         unsafe {
-            let (m, h, f) = (
-                vld1q_u8(m.as_ptr()),
-                vld1q_u8(h.as_ptr()),
-                vld1q_u8(f.as_ptr()),
-            );
-            // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
+            let i = vld1q_u8(i.as_ptr());
+            // Per column (32-bit lane): its two taps in this row, as 16-bit integers
+            // (index bytes 0xFF, past the table, give the zero high bytes).
             let taps = |r: &[u8]| {
                 let p = r.as_ptr().add(b as usize);
-                let near = vorrq_u8(
-                    vqtbl1q_u8(vld1q_u8(p), m),
-                    vqtbl1q_u8(vld1q_u8(p.add(16)), h),
-                );
                 let pairs = if FAR {
-                    vorrq_u8(near, vqtbl1q_u8(vld1q_u8(p.add(32)), f))
+                    vqtbl3q_u8(vld1q_u8_x3(p), i)
                 } else {
-                    near
+                    vqtbl2q_u8(vld1q_u8_x2(p), i)
                 };
                 vreinterpretq_s32_u8(pairs)
             };

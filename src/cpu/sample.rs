@@ -201,9 +201,22 @@ struct SpanTaps {
     /// whose four columns of chroma span up to 48 bytes). All empty where a group spans
     /// 48 bytes or more.
     two_bases: Vec<u32>,
+    #[cfg(target_arch = "x86_64")]
     two_masks: Vec<[u8; 16]>,
+    #[cfg(target_arch = "x86_64")]
     two_masks_high: Vec<[u8; 16]>,
+    #[cfg(target_arch = "x86_64")]
     two_masks_far: Vec<[u8; 16]>,
+    /// The same gathers for NEON, whose `tbl` looks bytes up in two or three registers
+    /// at once: per group one index into the whole 32- or 48-byte window (byte `4k` the
+    /// first tap's offset from the base, `4k + 2` the second's; 0xFF, which `tbl` turns
+    /// into 0, elsewhere). One `tbl2` (`tbl3`) per row then does what two `tbl1` and an
+    /// `orr` (three and two) do with the masks.
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    two_index: Vec<[u8; 16]>,
+    /// Whether the window is 48 bytes (some group's taps reach 32 or more past its
+    /// base) rather than 32.
+    two_far: bool,
     /// One past the last byte the two-tap gathers read (the largest base + 32, or + 48
     /// with `two_masks_far`).
     two_reach: usize,
@@ -394,9 +407,15 @@ impl SpanTaps {
     /// left empty where a group of columns spans 48 bytes or more).
     fn rebuild_two_tap(&mut self, weights: &[f32]) {
         self.two_bases.clear();
-        self.two_masks.clear();
-        self.two_masks_high.clear();
-        self.two_masks_far.clear();
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.two_masks.clear();
+            self.two_masks_high.clear();
+            self.two_masks_far.clear();
+        }
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        self.two_index.clear();
+        self.two_far = false;
         self.two_weights.clear();
         self.two_reach = 0;
         self.two_weights
@@ -421,21 +440,32 @@ impl SpanTaps {
         for (first, second) in groups() {
             let base = first.iter().chain(second).copied().min().unwrap_or(0);
             let mut windows = [[0x80u8; 16]; 3];
+            let mut index = [0xFFu8; 16];
             for (k, (&a, &b)) in first.iter().zip(second).enumerate() {
                 for (at, tap) in [(4 * k, a), (4 * k + 2, b)] {
+                    // Below 48 (checked above).
                     let d = (tap - base) as usize;
                     windows[d / 16][at] = (d % 16) as u8;
+                    index[at] = d as u8;
                 }
             }
-            let [low, high, far] = windows;
             self.two_bases.push(base);
-            self.two_masks.push(low);
-            self.two_masks_high.push(high);
-            if window == 48 {
-                self.two_masks_far.push(far);
+            #[cfg(target_arch = "x86_64")]
+            {
+                let [low, high, far] = windows;
+                self.two_masks.push(low);
+                self.two_masks_high.push(high);
+                if window == 48 {
+                    self.two_masks_far.push(far);
+                }
             }
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            self.two_index.push(index);
+            // Each target keeps one of the two forms.
+            let _ = (windows, index);
             reach = reach.max(base as usize + window);
         }
+        self.two_far = window == 48;
         self.two_reach = reach;
     }
 
@@ -512,17 +542,8 @@ impl SpanTaps {
             // Both multiples of `2 * SHUFFLE_GROUP`: the AVX2 kernel's groups start at
             // `wide / SHUFFLE_GROUP`, an even count of them.
             let groups = wide / SHUFFLE_GROUP..whole / SHUFFLE_GROUP;
-            let far = !self.two_masks_far.is_empty();
+            let far = self.two_far;
             let bases = &self.two_bases[groups.clone()];
-            let masks = [
-                &self.two_masks[groups.clone()],
-                &self.two_masks_high[groups.clone()],
-                if far {
-                    &self.two_masks_far[groups]
-                } else {
-                    &[][..]
-                },
-            ];
             let weights = &self.two_weights[wide..whole];
             let out = &mut out[wide..whole];
             match simd {
@@ -533,6 +554,15 @@ impl SpanTaps {
                 // match it, the output holds `whole - wide` values, and every `base + 32`
                 // (`+ 48` where `far`) `<= two_reach <=` each row's length (checked above).
                 Simd::Avx2 | Simd::Avx512 => unsafe {
+                    let masks = [
+                        &self.two_masks[groups.clone()],
+                        &self.two_masks_high[groups.clone()],
+                        if far {
+                            &self.two_masks_far[groups]
+                        } else {
+                            &[][..]
+                        },
+                    ];
                     if far {
                         super::x86::bilinear_q7::<true>(top, bottom, bases, masks, weights, wy, out)
                     } else {
@@ -542,15 +572,17 @@ impl SpanTaps {
                     }
                 },
                 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-                // SAFETY: as for AVX2, with any number of groups (NEON is baseline).
+                // SAFETY: as for AVX2, with any number of groups (NEON is baseline), one
+                // index per group, each below the window it reads (48 where `far`, else 32).
                 Simd::Neon => unsafe {
+                    let index = &self.two_index[groups];
                     if far {
                         super::neon::bilinear_q7::<true>(
-                            top, bottom, bases, masks, weights, wy, out,
+                            top, bottom, bases, index, weights, wy, out,
                         )
                     } else {
                         super::neon::bilinear_q7::<false>(
-                            top, bottom, bases, masks, weights, wy, out,
+                            top, bottom, bases, index, weights, wy, out,
                         )
                     }
                 },
