@@ -133,79 +133,76 @@ pub(super) unsafe fn lerp_quads<const STEP: usize>(
     }
 }
 
-/// `out[4g + k] = row[bases[g] + d]` where byte `4k` of `masks[g]` is `d`, or of
-/// `high[g]` is `d - 16` (the other mask bytes are 0x80, out of `tbl`'s range, so they
-/// read as zero): one 16-byte load and one `tbl` per group of four columns (two, or-ed,
-/// with `high`).
+/// The bytes of one group's window `p` that `index` selects: one `tbl` over one
+/// register, or over two (`TWO`: the 32-byte window) at once. Index bytes past the
+/// table (0x80) give 0.
 ///
 /// # Safety
-/// `bases`, `masks` and `high` (if given) must have the same length, and `out` 4 floats
-/// per group; `bases[g] + 16 <= row.len()` for every `g` (`bases[g] + 32` with `high`).
+/// 16 bytes at `p` must be readable, 32 with `TWO`.
 #[inline(always)]
-pub(super) unsafe fn gather_bytes(
+unsafe fn look_up<const TWO: bool>(p: *const u8, index: uint8x16_t) -> uint8x16_t {
+    // SAFETY: the caller guarantees the readable window.
+    unsafe {
+        if TWO {
+            vqtbl2q_u8(vld1q_u8_x2(p), index)
+        } else {
+            vqtbl1q_u8(vld1q_u8(p), index)
+        }
+    }
+}
+
+/// `out[4g + k] = row[bases[g] + d]` where byte `4k` of `masks[g]` is `d` (the other
+/// mask bytes are 0x80, out of `tbl`'s range, so they read as zero): one load and one
+/// `tbl` per group of four columns, over the 16 bytes at the base, or over 32 with
+/// `TWO` (x86 takes two shuffles and an `or` for that).
+///
+/// # Safety
+/// `bases` and `masks` must have the same length, every mask byte below 16 (32 with
+/// `TWO`) or 0x80, and `out` 4 floats per group; `bases[g] + 16 <= row.len()` for every
+/// `g` (`bases[g] + 32` with `TWO`).
+#[inline(always)]
+pub(super) unsafe fn gather_bytes<const TWO: bool>(
     row: &[u8],
     bases: &[u32],
     masks: &[[u8; 16]],
-    high: Option<&[[u8; 16]]>,
     out: &mut [f32],
 ) {
     let base = row.as_ptr();
-    for (g, ((&b, m), o)) in bases
-        .iter()
-        .zip(masks)
-        .zip(out.chunks_exact_mut(4))
-        .enumerate()
-    {
-        // SAFETY: `b + 16 <= row.len()` (`b + 32` with `high`, caller), so each 16-byte
-        // load is inside `row`; `m` and `high[g]` are 16 bytes, `o` is 4 floats.
+    for ((&b, m), o) in bases.iter().zip(masks).zip(out.chunks_exact_mut(4)) {
+        // SAFETY: `b + 16 <= row.len()` (`b + 32` with `TWO`, caller), so the window is
+        // inside `row`; `m` is 16 bytes, `o` is 4 floats.
         unsafe {
-            let p = base.add(b as usize);
-            let mut bytes = vqtbl1q_u8(vld1q_u8(p), vld1q_u8(m.as_ptr()));
-            if let Some(high) = high {
-                let upper = vqtbl1q_u8(vld1q_u8(p.add(16)), vld1q_u8(high[g].as_ptr()));
-                bytes = vorrq_u8(bytes, upper);
-            }
+            let bytes = look_up::<TWO>(base.add(b as usize), vld1q_u8(m.as_ptr()));
             vst1q_f32(o.as_mut_ptr(), vcvtq_f32_u32(vreinterpretq_u32_u8(bytes)));
         }
     }
 }
 
-/// [`gather_bytes`] into bytes, the twin of `x86::gather_bytes_u8`: each group's shuffle
+/// [`gather_bytes`] into bytes, the twin of `x86::gather_bytes_u8`: each group's lookup
 /// puts its 4 bytes at its own place of 16 (mask bytes 0x80 give 0 elsewhere), and four
 /// groups or together into one 16-byte store.
 ///
 /// # Safety
-/// `bases`, `masks` and `high` (if given) must have the same length, a multiple of 4, and
-/// `out` 4 bytes per group; `bases[g] + 16 <= row.len()` for every `g` (`+ 32` with
-/// `high`).
+/// `bases` and `masks` must have the same length, a multiple of 4, every mask byte below
+/// 16 (32 with `TWO`) or 0x80, and `out` 4 bytes per group; `bases[g] + 16 <=
+/// row.len()` for every `g` (`+ 32` with `TWO`).
 #[inline(always)]
-pub(super) unsafe fn gather_bytes_u8(
+pub(super) unsafe fn gather_bytes_u8<const TWO: bool>(
     row: &[u8],
     bases: &[u32],
     masks: &[[u8; 16]],
-    high: Option<&[[u8; 16]]>,
     out: &mut [u8],
 ) {
     let base = row.as_ptr();
-    for (q, ((b, m), o)) in bases
+    for ((b, m), o) in bases
         .chunks_exact(4)
         .zip(masks.chunks_exact(4))
         .zip(out.chunks_exact_mut(16))
-        .enumerate()
     {
-        // SAFETY: each `b[i] + 16 <= row.len()` (`+ 32` with `high`, caller), so each
-        // 16-byte load is inside `row`; `m` and `high[4q..4q + 4]` hold four masks, and
-        // `o` is 16 bytes.
+        // SAFETY: each `b[i] + 16 <= row.len()` (`+ 32` with `TWO`, caller), so each
+        // window is inside `row`; `m` holds four masks, and `o` is 16 bytes.
         unsafe {
-            let group = |i: usize| {
-                let p = base.add(b[i] as usize);
-                let mut v = vqtbl1q_u8(vld1q_u8(p), vld1q_u8(m[i].as_ptr()));
-                if let Some(high) = high {
-                    let upper = vqtbl1q_u8(vld1q_u8(p.add(16)), vld1q_u8(high[4 * q + i].as_ptr()));
-                    v = vorrq_u8(v, upper);
-                }
-                v
-            };
+            let group = |i: usize| look_up::<TWO>(base.add(b[i] as usize), vld1q_u8(m[i].as_ptr()));
             let bytes = vorrq_u8(vorrq_u8(group(0), group(1)), vorrq_u8(group(2), group(3)));
             vst1q_u8(o.as_mut_ptr(), bytes);
         }

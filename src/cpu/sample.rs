@@ -191,6 +191,11 @@ struct SpanTaps {
     /// groups' shuffles or together into 16 output bytes.
     byte_masks: Vec<[u8; 16]>,
     byte_masks_high: Vec<[u8; 16]>,
+    /// Whether some group spans 16 bytes or more. On aarch64 the masks then index the
+    /// whole 32-byte window (bytes 16 to 31 included) for one `tbl2` per group, and the
+    /// `_high` masks stay empty: NEON's `tbl` looks up two registers at once, where x86's
+    /// `vpshufb` takes one and the two shuffles are or-ed.
+    shuffle_two_registers: bool,
     /// Both taps of every column for the fixed-point bilinear path (`bilinear_q7`), as
     /// byte shuffles: per group of [`SHUFFLE_GROUP`] columns a base (the group's
     /// smallest tap) and a mask that moves column `k`'s first tap to byte `4k` and its
@@ -637,6 +642,7 @@ impl SpanTaps {
         self.shuffle_masks_high.clear();
         self.byte_masks.clear();
         self.byte_masks_high.clear();
+        self.shuffle_two_registers = false;
         self.shuffle_reach = 0;
         let mut reach = 0;
         let mut high_needed = false;
@@ -653,9 +659,14 @@ impl SpanTaps {
             }
             let (mut low, mut high) = ([0x80u8; 16], [0x80u8; 16]);
             let (mut byte_low, mut byte_high) = ([0x80u8; 16], [0x80u8; 16]);
+            // The aarch64 form: every tap indexes the 32-byte window (see
+            // `shuffle_two_registers`).
+            let (mut index, mut byte_index) = ([0x80u8; 16], [0x80u8; 16]);
             let at = SHUFFLE_GROUP * (g % SHUFFLE_GROUP);
             for (k, &tap) in group.iter().enumerate() {
                 let d = (tap - base) as u8;
+                index[4 * k] = d;
+                byte_index[at + k] = d;
                 if d < 16 {
                     low[4 * k] = d;
                     byte_low[at + k] = d;
@@ -666,12 +677,18 @@ impl SpanTaps {
                 }
             }
             self.shuffle_bases.push(base);
-            self.shuffle_masks.push(low);
-            self.shuffle_masks_high.push(high);
-            self.byte_masks.push(byte_low);
-            self.byte_masks_high.push(byte_high);
+            if cfg!(all(target_arch = "aarch64", target_feature = "neon")) {
+                self.shuffle_masks.push(index);
+                self.byte_masks.push(byte_index);
+            } else {
+                self.shuffle_masks.push(low);
+                self.shuffle_masks_high.push(high);
+                self.byte_masks.push(byte_low);
+                self.byte_masks_high.push(byte_high);
+            }
             reach = reach.max(base as usize);
         }
+        self.shuffle_two_registers = high_needed;
         if high_needed {
             self.shuffle_reach = reach + 32;
         } else {
@@ -752,7 +769,6 @@ impl SpanTaps {
                 &self.shuffle_bases[groups.clone()],
                 &self.byte_masks[groups.clone()],
             );
-            let high = (!self.byte_masks_high.is_empty()).then(|| &self.byte_masks_high[groups]);
             let out = &mut out[done..whole];
             match simd {
                 #[cfg(target_arch = "x86_64")]
@@ -762,11 +778,22 @@ impl SpanTaps {
                 // group, `high` (if any) has a mask per group, and every `base + 16 <=
                 // shuffle_reach <= row.len()` (`+ 32` with `high`).
                 Simd::Avx2 | Simd::Avx512 => unsafe {
+                    let high =
+                        (!self.byte_masks_high.is_empty()).then(|| &self.byte_masks_high[groups]);
                     super::x86::gather_bytes_u8(row, bases, masks, high, out)
                 },
                 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-                // SAFETY: as for AVX2 (NEON is part of the target's baseline).
-                Simd::Neon => unsafe { super::neon::gather_bytes_u8(row, bases, masks, high, out) },
+                // SAFETY: as for AVX2 (NEON is part of the target's baseline), with every
+                // mask byte below 32 or 0x80, and below 16 or 0x80 unless
+                // `shuffle_two_registers` (then `base + 32 <= shuffle_reach`).
+                Simd::Neon => unsafe {
+                    use super::neon::gather_bytes_u8 as kernel;
+                    if self.shuffle_two_registers {
+                        kernel::<true>(row, bases, masks, out)
+                    } else {
+                        kernel::<false>(row, bases, masks, out)
+                    }
+                },
                 // Not reached (`wide` needs `pair_lanes`), and the scalar loop below
                 // covers every column when `whole` is 0.
                 Simd::Portable => {}
@@ -816,8 +843,6 @@ impl SpanTaps {
                 &self.shuffle_bases[groups.clone()],
                 &self.shuffle_masks[groups.clone()],
             );
-            let high =
-                (!self.shuffle_masks_high.is_empty()).then(|| &self.shuffle_masks_high[groups]);
             let out = &mut out[done..whole];
             match simd {
                 #[cfg(target_arch = "x86_64")]
@@ -827,12 +852,23 @@ impl SpanTaps {
                 // group, `high` (if any) has a mask per group, and every `base + 16 <=
                 // shuffle_reach <= row.len()` (`base + 32` with `high`).
                 Simd::Avx2 | Simd::Avx512 => unsafe {
+                    let high = (!self.shuffle_masks_high.is_empty())
+                        .then(|| &self.shuffle_masks_high[groups]);
                     super::x86::gather_bytes(row, bases, masks, high, out)
                 },
                 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-                // SAFETY: as for AVX2 (NEON is part of the target's baseline); the NEON
-                // kernel takes any number of groups.
-                Simd::Neon => unsafe { super::neon::gather_bytes(row, bases, masks, high, out) },
+                // SAFETY: as for AVX2 (NEON is part of the target's baseline; its kernel
+                // takes any number of groups), with every mask byte below 32 or 0x80, and
+                // below 16 or 0x80 unless `shuffle_two_registers` (then `base + 32 <=
+                // shuffle_reach`).
+                Simd::Neon => unsafe {
+                    use super::neon::gather_bytes as kernel;
+                    if self.shuffle_two_registers {
+                        kernel::<true>(row, bases, masks, out)
+                    } else {
+                        kernel::<false>(row, bases, masks, out)
+                    }
+                },
                 // Not reached (`pair_lanes` is None for it).
                 Simd::Portable => {}
             }
