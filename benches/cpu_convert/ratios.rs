@@ -438,6 +438,12 @@ fn time(w: &Workload, rounds: usize, cache: Cache, evictor: &Evictor) -> Timings
         .unwrap()
     };
     let content = pinframe(&mut out).content;
+    // `sampled_rows` models NV12's planes only.
+    assert!(
+        !w.reads || w.format == PixelFormat::Nv12,
+        "{}: reads are timed for NV12 only",
+        w.name
+    );
     let sampled = w
         .reads
         .then(|| sampled_rows(sw as usize, sh as usize, content[3] as usize));

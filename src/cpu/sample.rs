@@ -178,8 +178,9 @@ struct SpanTaps {
     /// there into the low byte of its 32-bit lane (mask bytes 0x80 zero the other three).
     /// Where some group spans 16 bytes or more (the luma and chroma of packed 4:2:2 at a
     /// 3:1 downscale), `shuffle_masks_high` does the same for the 16 bytes after those
-    /// and the two shuffles are or-ed. Both empty where a group spans 32 bytes or more:
-    /// the scalar gather then serves.
+    /// and the two shuffles are or-ed (x86; on aarch64 one index over both registers
+    /// instead: see `shuffle_two_registers`). Both empty where a group spans 32 bytes or
+    /// more: the scalar gather then serves.
     shuffle_bases: Vec<u32>,
     shuffle_masks: Vec<[u8; 16]>,
     shuffle_masks_high: Vec<[u8; 16]>,
@@ -223,7 +224,7 @@ struct SpanTaps {
     /// base) rather than 32.
     two_far: bool,
     /// One past the last byte the two-tap gathers read (the largest base + 32, or + 48
-    /// with `two_masks_far`).
+    /// where `two_far`).
     two_reach: usize,
     /// Per column, the weights of its two taps in fixed point ([`Q14`]) as the 16-bit pair
     /// `(Q14 - w, w)` in one 32-bit lane (`w = round(weight * Q14)`).
