@@ -656,8 +656,9 @@ impl Job<'_> {
                 } else {
                     let (row_offsets, row_weight) =
                         sample::row_taps(plan, &self.channels, self.count, dy as u32);
-                    // This row's fixed-point bilinear samples (Q7) into `q`.
-                    let sample_q7 = |q: [&mut [i16]; 3], blend: &mut [f32]| {
+                    // This row's fixed-point bilinear samples (Q7) into `q`, with a row of
+                    // bytes of scratch.
+                    let sample_q7 = |q: [&mut [i16]; 3], blend: &mut [f32], bytes: &mut [u8]| {
                         sample::sample_row_q7(
                             self.src,
                             &self.channels,
@@ -667,6 +668,7 @@ impl Job<'_> {
                             row_weight,
                             q,
                             blend,
+                            bytes,
                             self.simd,
                         )
                     };
@@ -695,13 +697,14 @@ impl Job<'_> {
                         colour_into_bytes(fixed, self.simd, s, s1, oc);
                         in_bytes = true;
                     } else if let Some(fixed) = &fixed_q7 {
-                        // Q7 samples in `s0` (two rows of `vw`) and `s2`, colour bytes in
-                        // `s1`.
+                        // Q7 samples in `s0` (two rows of `vw`) and `s2` (the first half),
+                        // byte scratch in the rest of `s2`, colour bytes in `s1`.
                         let samples: &mut [i16] = bytemuck::cast_slice_mut(&mut *s0);
                         let (q0, q1) = samples.split_at_mut(vw);
                         let q2: &mut [i16] = bytemuck::cast_slice_mut(&mut *s2);
-                        let q2 = &mut q2[..vw];
-                        sample_q7([&mut *q0, &mut q1[..vw], &mut *q2], blend);
+                        let (q2, spare) = q2.split_at_mut(vw);
+                        let bytes: &mut [u8] = bytemuck::cast_slice_mut(spare);
+                        sample_q7([&mut *q0, &mut q1[..vw], &mut *q2], blend, bytes);
                         let s = if self.count == 1 {
                             [&*q0, &*q0, &*q0]
                         } else {
@@ -711,13 +714,16 @@ impl Job<'_> {
                         in_bytes = true;
                     } else if q7_to_float {
                         // Q7 samples in the colour rows' memory (`outs`: two rows of `vw`
-                        // in the first, one in the second), then as floats in `s0..s2`.
+                        // in the first, one in the second and byte scratch after it), then
+                        // as floats in `s0..s2`.
                         let [o0, o1, _] = &mut outs;
                         let q01: &mut [i16] = bytemuck::cast_slice_mut(o0);
                         let (q0, q1) = q01.split_at_mut(vw);
                         let q2: &mut [i16] = bytemuck::cast_slice_mut(o1);
-                        let (q1, q2) = (&mut q1[..vw], &mut q2[..vw]);
-                        sample_q7([&mut *q0, &mut *q1, &mut *q2], blend);
+                        let (q2, spare) = q2.split_at_mut(vw);
+                        let bytes: &mut [u8] = bytemuck::cast_slice_mut(spare);
+                        let q1 = &mut q1[..vw];
+                        sample_q7([&mut *q0, &mut *q1, &mut *q2], blend, bytes);
                         let floats = [&mut *s0, &mut *s1, &mut *s2];
                         for (f, q) in floats.into_iter().zip([&*q0, &*q1, &*q2]).take(self.count) {
                             for (f, &q) in f.iter_mut().zip(q) {

@@ -288,15 +288,37 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 /// `x86::bilinear_q7`: per row one 32-byte window (48 with `FAR`) and one `tbl` over its
 /// two (three) registers that leaves each column's taps as a 16-bit pair; the two rows'
 /// taps blended in 32 bits and rounded to Q7, then each column's pair of blended taps
-/// weighted in 32 bits and rounded to Q7. The same integers as the portable form.
+/// weighted in 32 bits and rounded to Q7. With `ONE_ROW` (both taps' rows are one row)
+/// `bottom` is not read and each column's value is `blend_q7` of its two taps with its
+/// weight pair: one step, the same integer as the two. The same integers as the
+/// portable form.
 ///
 /// # Safety
 /// `bases` and `index` have one entry per group, every index byte below 32 (48 with
 /// `FAR`) or 0xFF; `weights` and `out` 4 entries per group; `bases[g] + 32 <=` (`+ 48`
-/// with `FAR`) the length of `top` and of `bottom` for every `g`.
+/// with `FAR`) the length of `top` and (unless `ONE_ROW`) of `bottom` for every `g`.
+/// [`bilinear_q7`] of one source row (`ONE_ROW`), out of line: inlined beside the
+/// two-row loops it cost them registers (the aarch64 lane's count for two-row
+/// conversions rose 1-2%).
+///
+/// # Safety
+/// As for [`bilinear_q7`] with `top` and `bottom` both `row`.
+#[inline(never)]
+pub(super) unsafe fn bilinear_q7_one_row<const FAR: bool>(
+    row: &[u8],
+    bases: &[u32],
+    index: &[[u8; 16]],
+    weights: &[i32],
+    out: &mut [i16],
+) {
+    // SAFETY: the caller's guarantees are `bilinear_q7`'s for `top` = `bottom` = `row`
+    // (the row weight is not read with `ONE_ROW`).
+    unsafe { bilinear_q7::<FAR, true>(row, row, bases, index, weights, 0, out) }
+}
+
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) unsafe fn bilinear_q7<const FAR: bool>(
+pub(super) unsafe fn bilinear_q7<const FAR: bool, const ONE_ROW: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
@@ -328,20 +350,30 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool>(
                 };
                 vreinterpretq_s32_u8(pairs)
             };
-            let (t, u) = (taps(top), taps(bottom));
-            // Each tap blended between the rows: 16-bit values in 32-bit lanes, so plain
-            // 32-bit multiplies give the products.
-            let blend = |t: int32x4_t, u: int32x4_t| {
-                let v = vmlaq_n_s32(vmulq_n_s32(t, y0), u, y1);
-                vshrq_n_s32::<7>(vaddq_s32(v, vdupq_n_s32(1 << 6)))
-            };
+            let t = taps(top);
             let low16 = vdupq_n_s32(0xFFFF);
-            let tap0 = blend(vandq_s32(t, low16), vandq_s32(u, low16));
-            let tap1 = blend(vshrq_n_s32::<16>(t), vshrq_n_s32::<16>(u));
-            let w = vld1q_s32(w.as_ptr());
-            let (x0, x1) = (vandq_s32(w, low16), vshrq_n_s32::<16>(w));
-            let v = vmlaq_s32(vmulq_s32(tap0, x0), tap1, x1);
-            let v = vshrq_n_s32::<14>(vaddq_s32(v, vdupq_n_s32(1 << 13)));
+            let v = if ONE_ROW {
+                // One source row: `blend_q7` of the column's two taps with its weight
+                // pair, the integer the two steps give for a row blended with itself.
+                let w = vld1q_s32(w.as_ptr());
+                let (x0, x1) = (vandq_s32(w, low16), vshrq_n_s32::<16>(w));
+                let v = vmlaq_s32(vmulq_s32(vandq_s32(t, low16), x0), vshrq_n_s32::<16>(t), x1);
+                vshrq_n_s32::<7>(vaddq_s32(v, vdupq_n_s32(1 << 6)))
+            } else {
+                let u = taps(bottom);
+                // Each tap blended between the rows: 16-bit values in 32-bit lanes, so
+                // plain 32-bit multiplies give the products.
+                let blend = |t: int32x4_t, u: int32x4_t| {
+                    let v = vmlaq_n_s32(vmulq_n_s32(t, y0), u, y1);
+                    vshrq_n_s32::<7>(vaddq_s32(v, vdupq_n_s32(1 << 6)))
+                };
+                let tap0 = blend(vandq_s32(t, low16), vandq_s32(u, low16));
+                let tap1 = blend(vshrq_n_s32::<16>(t), vshrq_n_s32::<16>(u));
+                let w = vld1q_s32(w.as_ptr());
+                let (x0, x1) = (vandq_s32(w, low16), vshrq_n_s32::<16>(w));
+                let v = vmlaq_s32(vmulq_s32(tap0, x0), tap1, x1);
+                vshrq_n_s32::<14>(vaddq_s32(v, vdupq_n_s32(1 << 13)))
+            };
             vst1_s16(o.as_mut_ptr(), vmovn_s32(v));
         }
     }

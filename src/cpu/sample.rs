@@ -223,6 +223,10 @@ struct SpanTaps {
     /// Whether the window is 48 bytes (some group's taps reach 32 or more past its
     /// base) rather than 32.
     two_far: bool,
+    /// Whether every column's two taps are one sample (`first == second`), so its
+    /// bilinear value does not depend on its weight: the chroma of a 4:2:0 source at an
+    /// even whole-number downscale (2:1, 6:1), where both luma taps share a chroma column.
+    same_taps: bool,
     /// One past the last byte the two-tap gathers read (the largest base + 32, or + 48
     /// where `two_far`).
     two_reach: usize,
@@ -399,6 +403,7 @@ impl SpanTaps {
             self.pair_weights.extend(kept);
         }
         self.max_first = self.first.iter().max().map_or(0, |&m| m as usize);
+        self.same_taps = self.first == self.second;
         self.rebuild_shuffles();
         self.rebuild_two_tap(weights);
         // 64 columns of one tap fill a register with output bytes; fewer where their
@@ -482,16 +487,18 @@ impl SpanTaps {
     }
 
     /// Column `j`'s fixed-point bilinear value (`blend_q7` of its taps in the source rows
-    /// `top` and `bottom`, which may be one row, then `lerp_q7`) into `out[j]`, with the
-    /// two-tap gathers of `simd` where both rows are long enough for their loads; false
-    /// (nothing written) where `simd` has none or a row is too short. Both rows may run
-    /// past the span (to the end of their buffer).
+    /// `top` and `bottom`, then `lerp_q7`) into `out[j]`, with the two-tap gathers of
+    /// `simd` where both rows are long enough for their loads; false (nothing written)
+    /// where `simd` has none or a row is too short. Both rows may run past the span (to
+    /// the end of their buffer). Without `bottom` both taps' rows are `top`: each column
+    /// is `blend_q7` of its two taps with its weight pair, the integer the two steps give
+    /// for a row blended with itself, from one gather instead of two.
     #[inline(always)]
     fn bilinear_q7_wide(
         &self,
         simd: Simd,
         top: &[u8],
-        bottom: &[u8],
+        bottom: Option<&[u8]>,
         wy: i32,
         out: &mut [i16],
     ) -> bool {
@@ -507,7 +514,7 @@ impl SpanTaps {
         if self.two_bases.len() * SHUFFLE_GROUP < whole
             || self.two_weights.len() < n
             || top.len() < self.two_reach.max(self.bound)
-            || bottom.len() < self.two_reach.max(self.bound)
+            || bottom.is_some_and(|b| b.len() < self.two_reach.max(self.bound))
             || self.first.len() < n
             || self.second.len() < n
         {
@@ -516,7 +523,8 @@ impl SpanTaps {
         // Columns the AVX-512 kernel takes (whole groups of 16, where its tables exist
         // and both rows hold its wider loads); the AVX2 kernel takes the rest of `whole`.
         #[cfg(target_arch = "x86_64")]
-        let wide = if simd == Simd::Avx512 && self.wide_two.serves(n, [top, bottom]) {
+        let wide = if simd == Simd::Avx512 && self.wide_two.serves(n, [top, bottom.unwrap_or(top)])
+        {
             n - n % WIDE_GROUP
         } else {
             0
@@ -534,11 +542,17 @@ impl SpanTaps {
             // row's length (`serves`).
             unsafe {
                 use super::x86::bilinear_q7_avx512 as kernel;
-                match g.window {
-                    64 => kernel::<1>(top, bottom, bases, index, weights, wy, out),
-                    128 => kernel::<2>(top, bottom, bases, index, weights, wy, out),
-                    192 => kernel::<3>(top, bottom, bases, index, weights, wy, out),
-                    _ => kernel::<4>(top, bottom, bases, index, weights, wy, out),
+                // With `ONE_ROW` (no bottom row) the kernel reads `top` only.
+                let (t, b) = (top, bottom.unwrap_or(top));
+                match (g.window, bottom.is_none()) {
+                    (64, false) => kernel::<1, false>(t, b, bases, index, weights, wy, out),
+                    (128, false) => kernel::<2, false>(t, b, bases, index, weights, wy, out),
+                    (192, false) => kernel::<3, false>(t, b, bases, index, weights, wy, out),
+                    (_, false) => kernel::<4, false>(t, b, bases, index, weights, wy, out),
+                    (64, true) => kernel::<1, true>(t, b, bases, index, weights, wy, out),
+                    (128, true) => kernel::<2, true>(t, b, bases, index, weights, wy, out),
+                    (192, true) => kernel::<3, true>(t, b, bases, index, weights, wy, out),
+                    (_, true) => kernel::<4, true>(t, b, bases, index, weights, wy, out),
                 }
             }
         }
@@ -569,27 +583,43 @@ impl SpanTaps {
                             &[][..]
                         },
                     ];
-                    if far {
-                        super::x86::bilinear_q7::<true>(top, bottom, bases, masks, weights, wy, out)
-                    } else {
-                        super::x86::bilinear_q7::<false>(
-                            top, bottom, bases, masks, weights, wy, out,
-                        )
+                    use super::x86::bilinear_q7 as kernel;
+                    // With `ONE_ROW` (no bottom row) the kernel reads `top` only.
+                    let b = bottom.unwrap_or(top);
+                    match (far, bottom.is_none()) {
+                        (true, false) => {
+                            kernel::<true, false>(top, b, bases, masks, weights, wy, out)
+                        }
+                        (false, false) => {
+                            kernel::<false, false>(top, b, bases, masks, weights, wy, out)
+                        }
+                        (true, true) => {
+                            kernel::<true, true>(top, b, bases, masks, weights, wy, out)
+                        }
+                        (false, true) => {
+                            kernel::<false, true>(top, b, bases, masks, weights, wy, out)
+                        }
                     }
                 },
                 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
                 // SAFETY: as for AVX2, with any number of groups (NEON is baseline), one
                 // index per group, each below the window it reads (48 where `far`, else 32).
                 Simd::Neon => unsafe {
+                    use super::neon::{bilinear_q7, bilinear_q7_one_row};
                     let index = &self.two_index[groups];
-                    if far {
-                        super::neon::bilinear_q7::<true>(
-                            top, bottom, bases, index, weights, wy, out,
-                        )
-                    } else {
-                        super::neon::bilinear_q7::<false>(
-                            top, bottom, bases, index, weights, wy, out,
-                        )
+                    match (far, bottom) {
+                        (true, Some(b)) => {
+                            bilinear_q7::<true, false>(top, b, bases, index, weights, wy, out)
+                        }
+                        (false, Some(b)) => {
+                            bilinear_q7::<false, false>(top, b, bases, index, weights, wy, out)
+                        }
+                        (true, None) => {
+                            bilinear_q7_one_row::<true>(top, bases, index, weights, out)
+                        }
+                        (false, None) => {
+                            bilinear_q7_one_row::<false>(top, bases, index, weights, out)
+                        }
                     }
                 },
                 Simd::Portable => {}
@@ -601,9 +631,14 @@ impl SpanTaps {
             .zip(&self.two_weights[whole..n]);
         for (o, ((&f, &s), &wx)) in out[whole..].iter_mut().zip(columns) {
             let (f, s) = (f as usize, s as usize);
-            let v0 = blend_q7(top[f], bottom[f], wy);
-            let v1 = blend_q7(top[s], bottom[s], wy);
-            *o = lerp_q7(v0, v1, wx);
+            *o = match bottom {
+                Some(bottom) => lerp_q7(
+                    blend_q7(top[f], bottom[f], wy),
+                    blend_q7(top[s], bottom[s], wy),
+                    wx,
+                ),
+                None => blend_q7(top[f], top[s], wx),
+            };
         }
         true
     }
@@ -632,6 +667,34 @@ impl SpanTaps {
                 )
             };
             *o = lerp_q7(v0, v1, wx);
+        }
+    }
+
+    /// `blend_q7` of every column's two taps in the source row `row` (index 0 at the
+    /// span's start) with its weight pair: the fixed-point bilinear value of a column
+    /// whose two rows are this one row (`bilinear_q7_wide` without a bottom row).
+    #[inline(always)]
+    fn blend_q7_row(&self, row: &[u8], out: &mut [i16]) {
+        let n = out.len();
+        assert!(
+            row.len() >= self.bound
+                && self.first.len() >= n
+                && self.second.len() >= n
+                && self.two_weights.len() >= n
+        );
+        let columns = self.first[..n]
+            .iter()
+            .zip(&self.second[..n])
+            .zip(&self.two_weights[..n]);
+        for (o, ((&f, &s), &wx)) in out.iter_mut().zip(columns) {
+            // SAFETY: `f, s < self.bound <= row.len()` (asserted above).
+            let (a, b) = unsafe {
+                (
+                    *row.get_unchecked(f as usize),
+                    *row.get_unchecked(s as usize),
+                )
+            };
+            *o = blend_q7(a, b, wx);
         }
     }
 
@@ -1387,7 +1450,10 @@ pub(crate) fn sample_row_bytes(
 /// columns all have two-tap gathers (`ColumnTables::q7_rows`). The wide kernels gather
 /// and blend each column's taps; otherwise each plane's span is blended once (into
 /// `blend`, the scratch `ColumnTables::blend_len` sizes, as 16-bit values) and the taps
-/// are read from it, the same integers either way.
+/// are read from it, the same integers either way. A channel whose two taps lie on one
+/// row (both rows one, or a row weight of 0) takes one gather, not two, and one whose
+/// columns also take one sample each (`same_taps`) takes the one-tap byte gathers (into
+/// `bytes`, at least a row of columns long), shifted to Q7: the same integers again.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn sample_row_q7(
@@ -1399,6 +1465,7 @@ pub(crate) fn sample_row_q7(
     row_weight: f32,
     outs: [&mut [i16]; 3],
     blend: &mut [f32],
+    bytes: &mut [u8],
     simd: Simd,
 ) {
     debug_assert!(tables.q7_rows(count));
@@ -1411,12 +1478,28 @@ pub(crate) fn sample_row_q7(
         let buf = src[channels[c].buffer];
         let [b0, b1] = row_offsets[c];
         let taps = &tables.span_taps[c];
+        // Both taps on one source row: the chroma of 4:2:0 sources wherever both luma
+        // rows share a chroma row (every row at 6:1), or a row weight of zero in Q14.
+        let one_row = b0 == b1 || wy >> 16 == 0;
         // The rest of the buffer after each span: the gathers load 32 (or 48) bytes
         // from a group's base.
-        if taps.bilinear_q7_wide(simd, &buf[b0 + p.lo..], &buf[b1 + p.lo..], wy, out) {
+        if one_row && taps.same_taps {
+            // Every column one sample of one row: `blend_q7` of a byte with itself is
+            // the byte in Q7, so the one-tap byte gathers serve.
+            let bytes = &mut bytes[..out.len()];
+            taps.nearest_u8(simd, &buf[b0 + p.lo..], bytes);
+            for (o, &b) in out.iter_mut().zip(&*bytes) {
+                *o = i16::from(b) << 7;
+            }
             continue;
         }
-        if p.blend {
+        let bottom = (!one_row).then(|| &buf[b1 + p.lo..]);
+        if taps.bilinear_q7_wide(simd, &buf[b0 + p.lo..], bottom, wy, out) {
+            continue;
+        }
+        if one_row {
+            taps.blend_q7_row(&buf[b0 + p.lo..], out);
+        } else if p.blend {
             // Each plane's span is blended once per row, in its own part of the scratch
             // (`scratch` counts floats: twice as many 16-bit values fit). Only planes
             // that blend have a part.
@@ -1437,6 +1520,36 @@ pub(crate) fn sample_row_q7(
             for (o, ((&f, &s), &wx)) in out.iter_mut().zip(columns) {
                 let (f, s) = (f as usize, s as usize);
                 *o = lerp_q7(blend_q7(r0[f], r1[f], wy), blend_q7(r0[s], r1[s], wy), wx);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-row step the kernels take where both taps' rows are one row (`blend_q7` of
+    /// a column's two taps with its column weight) gives the integer of the two steps
+    /// (`blend_q7` of each tap with itself, then `lerp_q7`) for every pair of bytes, every
+    /// row weight tried and column weights across Q14 (every one near both ends): the
+    /// short cut changes no output. And where the two taps are also one sample
+    /// (`same_taps`) that integer is the byte in Q7, what the one-tap gathers give.
+    #[test]
+    fn one_row_step_equals_blending_a_row_with_itself() {
+        let pair = |w: i32| (Q14 - w) | (w << 16);
+        let column_weights = (0..=Q14)
+            .filter(|&w| !(96..=Q14 - 96).contains(&w) || w % 37 == 0)
+            .map(pair);
+        let row_weights = [0, 1, 5461, Q14 / 2, 10923, Q14 - 1].map(pair);
+        for wx in column_weights {
+            for a in 0..=255u8 {
+                for b in 0..=255u8 {
+                    let wy = row_weights[(a ^ b) as usize % row_weights.len()];
+                    let two = lerp_q7(blend_q7(a, a, wy), blend_q7(b, b, wy), wx);
+                    assert_eq!(blend_q7(a, b, wx), two, "{a} {b} wx {wx:#x} wy {wy:#x}");
+                }
+                assert_eq!(blend_q7(a, a, wx), i16::from(a) << 7, "{a} wx {wx:#x}");
             }
         }
     }

@@ -340,17 +340,19 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 /// integers in its 32-bit lane; the two rows'
 /// pairs interleaved into (top, bottom) pairs per tap and `vpmaddwd` with the row weight
 /// pair `wy`, rounded to Q7; those packed into (tap 0, tap 1) pairs per column and
-/// `vpmaddwd` with the column's weight pair, rounded to Q7. The same integers as the
-/// portable form.
+/// `vpmaddwd` with the column's weight pair, rounded to Q7. With `ONE_ROW` (both taps'
+/// rows are one row) `bottom` is not read: one `vpmaddwd` of each column's taps with its
+/// weight pair, rounded to Q7 (`blend_q7` of the two taps), the integer the two steps
+/// give for a row blended with itself. The same integers as the portable form.
 ///
 /// # Safety
 /// AVX2 must be available; `bases`, `masks` and `high` (and `far` with `FAR`) have one
 /// entry per group, an even number of groups; `weights` and `out` 4 entries per group;
-/// `bases[g] + 32 <=` (`+ 48` with `FAR`) the length of `top` and of `bottom` for every
-/// `g`.
+/// `bases[g] + 32 <=` (`+ 48` with `FAR`) the length of `top` and (unless `ONE_ROW`) of
+/// `bottom` for every `g`.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn bilinear_q7<const FAR: bool>(
+pub(super) unsafe fn bilinear_q7<const FAR: bool, const ONE_ROW: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
@@ -399,20 +401,27 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool>(
                     near
                 }
             };
-            let (t, u) = (taps(top), taps(bottom));
-            // (top, bottom) pairs: columns 0-1 of each group in `lo`, 2-3 in `hi`, each
-            // column's tap 0 then tap 1.
-            let blend = |pairs: __m256i| {
-                _mm256_srai_epi32::<7>(_mm256_add_epi32(_mm256_madd_epi16(pairs, wy), half7))
-            };
-            let (lo, hi) = (
-                blend(_mm256_unpacklo_epi16(t, u)),
-                blend(_mm256_unpackhi_epi16(t, u)),
-            );
-            // (tap 0, tap 1) pairs per column, columns in order within each group.
-            let pairs = _mm256_packs_epi32(lo, hi);
+            let t = taps(top);
             let w = _mm256_loadu_si256(w.as_ptr().cast());
-            let v = _mm256_srai_epi32::<14>(_mm256_add_epi32(_mm256_madd_epi16(pairs, w), half14));
+            let v = if ONE_ROW {
+                // One source row: `blend_q7` of the column's two taps with its weight
+                // pair, the integer the two steps give for a row blended with itself.
+                _mm256_srai_epi32::<7>(_mm256_add_epi32(_mm256_madd_epi16(t, w), half7))
+            } else {
+                let u = taps(bottom);
+                // (top, bottom) pairs: columns 0-1 of each group in `lo`, 2-3 in `hi`,
+                // each column's tap 0 then tap 1.
+                let blend = |pairs: __m256i| {
+                    _mm256_srai_epi32::<7>(_mm256_add_epi32(_mm256_madd_epi16(pairs, wy), half7))
+                };
+                let (lo, hi) = (
+                    blend(_mm256_unpacklo_epi16(t, u)),
+                    blend(_mm256_unpackhi_epi16(t, u)),
+                );
+                // (tap 0, tap 1) pairs per column, columns in order within each group.
+                let pairs = _mm256_packs_epi32(lo, hi);
+                _mm256_srai_epi32::<14>(_mm256_add_epi32(_mm256_madd_epi16(pairs, w), half14))
+            };
             // Lane 0 holds columns 0-3, lane 1 columns 4-7: pack, then take each lane's
             // low 64 bits.
             let words = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packs_epi32(v, v));
@@ -458,16 +467,17 @@ unsafe fn permute_window<const REGS: usize>(
 /// `vpermt2b` for two; two of those and a byte blend for three or four), where the AVX2
 /// kernel takes eight to twelve 16-byte loads and four to six shuffles for the same
 /// columns. The arithmetic is the AVX2 kernel's (the same pair multiplies and roundings,
-/// 128-bit lane by lane), so the results are the same integers. Group `g`'s column `k`
-/// takes its first tap from byte `index[g][4k]` after `bases[g]` and its second from
-/// byte `index[g][4k + 2]`.
+/// 128-bit lane by lane, and its one-row step with `ONE_ROW`), so the results are the
+/// same integers. Group `g`'s column `k` takes its first tap from byte `index[g][4k]`
+/// after `bases[g]` and its second from byte `index[g][4k + 2]`.
 ///
 /// # Safety
 /// AVX-512 F, BW and VBMI must be available; `REGS` is 1 to 4; `bases` and `index` must
 /// have the same length, `weights` and `out` 16 values per group; `bases[g] + 64 * REGS
-/// <=` both rows' lengths for every `g`, and every index byte below `64 * REGS`.
+/// <=` the length of `top` and (unless `ONE_ROW`) of `bottom` for every `g`, and every
+/// index byte below `64 * REGS`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-pub(super) unsafe fn bilinear_q7_avx512<const REGS: usize>(
+pub(super) unsafe fn bilinear_q7_avx512<const REGS: usize, const ONE_ROW: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
@@ -493,18 +503,23 @@ pub(super) unsafe fn bilinear_q7_avx512<const REGS: usize>(
         unsafe {
             let i = _mm512_loadu_si512(i.as_ptr().cast());
             let taps = |r: &[u8]| permute_window::<REGS>(r.as_ptr().add(b as usize), i, TAP_BYTES);
-            let (t, u) = (taps(top), taps(bottom));
-            // As in `bilinear_q7`, per 128-bit lane (four columns each).
-            let blend = |pairs: __m512i| {
-                _mm512_srai_epi32::<7>(_mm512_add_epi32(_mm512_madd_epi16(pairs, wy), half7))
-            };
-            let (lo, hi) = (
-                blend(_mm512_unpacklo_epi16(t, u)),
-                blend(_mm512_unpackhi_epi16(t, u)),
-            );
-            let pairs = _mm512_packs_epi32(lo, hi);
+            let t = taps(top);
             let w = _mm512_loadu_si512(w.as_ptr().cast());
-            let v = _mm512_srai_epi32::<14>(_mm512_add_epi32(_mm512_madd_epi16(pairs, w), half14));
+            // As in `bilinear_q7`, per 128-bit lane (four columns each).
+            let v = if ONE_ROW {
+                _mm512_srai_epi32::<7>(_mm512_add_epi32(_mm512_madd_epi16(t, w), half7))
+            } else {
+                let u = taps(bottom);
+                let blend = |pairs: __m512i| {
+                    _mm512_srai_epi32::<7>(_mm512_add_epi32(_mm512_madd_epi16(pairs, wy), half7))
+                };
+                let (lo, hi) = (
+                    blend(_mm512_unpacklo_epi16(t, u)),
+                    blend(_mm512_unpackhi_epi16(t, u)),
+                );
+                let pairs = _mm512_packs_epi32(lo, hi);
+                _mm512_srai_epi32::<14>(_mm512_add_epi32(_mm512_madd_epi16(pairs, w), half14))
+            };
             // Columns in order, one per 32-bit lane, each in 0..=255 * 128: narrowing to
             // 16 bits keeps every value.
             _mm256_storeu_si256(o.as_mut_ptr().cast(), _mm512_cvtepi32_epi16(v));
