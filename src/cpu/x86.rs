@@ -314,8 +314,16 @@ const INTERLEAVE3: [[[u8; 16]; 3]; 3] = {
 /// `dst` at least `3 * n`.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
-    // SAFETY: the masks are 16-byte arrays; loading them touches only their own memory.
-    let masks = INTERLEAVE3.map(|c| c.map(|m| unsafe { _mm_loadu_si128(m.as_ptr().cast()) }));
+    // Loaded in plain loops: through nested `map` closures the compiler, after a change
+    // elsewhere in the crate, kept the loads out of line and the masks in memory (1% more
+    // instructions for NV12 1080p -> 640 RGB u8 under AVX2, this function unchanged).
+    let mut masks = [[_mm_setzero_si128(); 3]; 3];
+    for (row, source) in masks.iter_mut().zip(&INTERLEAVE3) {
+        for (m, bytes) in row.iter_mut().zip(source) {
+            // SAFETY: `bytes` is a 16-byte array; the load touches only its memory.
+            *m = unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) };
+        }
+    }
     for j in (0..n).step_by(16) {
         // SAFETY: `j + 16 <= n` bytes of each row and `3 * (j + 16) <= 3 * n` bytes of
         // `dst` (caller).
