@@ -1458,6 +1458,24 @@ pub(crate) fn sample_row_bytes(
     }
 }
 
+/// Whether `sample_row_q7` takes the one-tap byte gathers for channels whose columns
+/// take one sample each from one row (`same_taps`), or the one-row pair gathers (the
+/// same integers). Measured (4K NV12 -> 640 RGB u8, one thread, against the pair
+/// gathers): NEON 0.85x the aarch64 lane's instruction count, its portable build 0.74x;
+/// AVX2 1.007x the instructions (QEMU count: a one-tap gather is a shuffle per register
+/// like the pair gather, and the widening to Q7 comes on top) and AVX-512 0.99x the time
+/// (20 paired runs), so x86's kernels keep the pair gathers. On x86 the bit-identity
+/// tests then hold the two forms against each other (portable against AVX2, AVX-512).
+fn one_sample_gathers(simd: Simd) -> bool {
+    match simd {
+        Simd::Portable => true,
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 | Simd::Avx512 => false,
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        Simd::Neon => true,
+    }
+}
+
 /// [`sample_row`] for the fixed-point bilinear path: every source channel bilinearly
 /// interpolated in fixed point (`blend_q7` then `lerp_q7`, 7 fractional bits) from the
 /// source rows of `row_offsets` with the row weight `row_weight`, for tables whose
@@ -1466,8 +1484,9 @@ pub(crate) fn sample_row_bytes(
 /// `blend`, the scratch `ColumnTables::blend_len` sizes, as 16-bit values) and the taps
 /// are read from it, the same integers either way. A channel whose two taps lie on one
 /// row (both rows one, or a row weight of 0) takes one gather, not two, and one whose
-/// columns also take one sample each (`same_taps`) takes the one-tap byte gathers (into
-/// `bytes`, at least a row of columns long), shifted to Q7: the same integers again.
+/// columns also take one sample each (`same_taps`) the one-tap byte gathers where they
+/// pay (`one_sample_gathers`; into `bytes`, at least a row of columns long), shifted to
+/// Q7: the same integers again.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn sample_row_q7(
@@ -1497,7 +1516,7 @@ pub(crate) fn sample_row_q7(
         let one_row = b0 == b1 || wy >> 16 == 0;
         // The rest of the buffer after each span: the gathers load 32 (or 48) bytes
         // from a group's base.
-        if one_row && taps.same_taps {
+        if one_row && taps.same_taps && one_sample_gathers(simd) {
             taps.one_sample_q7(simd, &buf[b0 + p.lo..], bytes, out);
             continue;
         }
