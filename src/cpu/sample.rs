@@ -647,27 +647,7 @@ impl SpanTaps {
     /// span, index 0 at the span's start).
     #[inline(always)]
     fn lerp_q7_row(&self, row: &[i16], out: &mut [i16]) {
-        let n = out.len();
-        assert!(
-            row.len() >= self.bound
-                && self.first.len() >= n
-                && self.second.len() >= n
-                && self.two_weights.len() >= n
-        );
-        let columns = self.first[..n]
-            .iter()
-            .zip(&self.second[..n])
-            .zip(&self.two_weights[..n]);
-        for (o, ((&f, &s), &wx)) in out.iter_mut().zip(columns) {
-            // SAFETY: `f, s < self.bound <= row.len()` (asserted above).
-            let (v0, v1) = unsafe {
-                (
-                    *row.get_unchecked(f as usize),
-                    *row.get_unchecked(s as usize),
-                )
-            };
-            *o = lerp_q7(v0, v1, wx);
-        }
+        self.each_column_pair(row, out, lerp_q7);
     }
 
     /// `blend_q7` of every column's two taps in the source row `row` (index 0 at the
@@ -675,6 +655,17 @@ impl SpanTaps {
     /// whose two rows are this one row (`bilinear_q7_wide` without a bottom row).
     #[inline(always)]
     fn blend_q7_row(&self, row: &[u8], out: &mut [i16]) {
+        self.each_column_pair(row, out, blend_q7);
+    }
+
+    /// `out[j] = step(row[first[j]], row[second[j]], two_weights[j])` for every column.
+    #[inline(always)]
+    fn each_column_pair<T: Copy>(
+        &self,
+        row: &[T],
+        out: &mut [i16],
+        step: impl Fn(T, T, i32) -> i16,
+    ) {
         let n = out.len();
         assert!(
             row.len() >= self.bound
@@ -694,7 +685,7 @@ impl SpanTaps {
                     *row.get_unchecked(s as usize),
                 )
             };
-            *o = blend_q7(a, b, wx);
+            *o = step(a, b, wx);
         }
     }
 
