@@ -643,116 +643,128 @@ impl Job<'_> {
             && decoder.is_none()
             && !self.tables.byte_rows()
             && self.tables.q7_rows(self.count);
-        let mut pad_row: Option<usize> = None;
-        for r in 0..rows {
+        // The band's rows above and below the content: whole padding rows, each run in
+        // one fill.
+        let content =
+            vy.saturating_sub(first_row).min(rows)..(vy + vh).saturating_sub(first_row).min(rows);
+        for run in [0..content.start, content.end..rows] {
+            match &mut band {
+                Band::Packed(b) => {
+                    store::fill_rows(b, run, strides[0], dw * bpp, &pad_pixel[..bpp]);
+                }
+                Band::Planar(planes) => {
+                    for (plane, (&stride, pad)) in planes.iter_mut().zip(strides.iter().zip(&pad)) {
+                        store::fill_rows(plane, run.clone(), stride, dw, std::slice::from_ref(pad));
+                    }
+                }
+            }
+        }
+        for r in content {
             let dy = first_row + r;
-            let inside = dy >= vy && dy < vy + vh;
             // Whether this row's colour values are the bytes in `s1` (fixed-point path)
             // rather than the floats in `outs`.
             let mut in_bytes = false;
-            if inside {
-                if let Some(decoder) = &mut decoder {
-                    decoder.sample_row(plan, self.src, dy as u32, [&mut *s0, &mut *s1, &mut *s2]);
-                } else {
-                    let (row_offsets, row_weight) =
-                        sample::row_taps(plan, &self.channels, self.count, dy as u32);
-                    // This row's fixed-point bilinear samples (Q7) into `q`, with a row of
-                    // bytes of scratch.
-                    let sample_q7 = |q: [&mut [i16]; 3], blend: &mut [f32], bytes: &mut [u8]| {
-                        sample::sample_row_q7(
-                            self.src,
-                            &self.channels,
-                            self.count,
-                            self.tables,
-                            row_offsets,
-                            row_weight,
-                            q,
-                            blend,
-                            bytes,
-                            self.simd,
-                        )
+            if let Some(decoder) = &mut decoder {
+                decoder.sample_row(plan, self.src, dy as u32, [&mut *s0, &mut *s1, &mut *s2]);
+            } else {
+                let (row_offsets, row_weight) =
+                    sample::row_taps(plan, &self.channels, self.count, dy as u32);
+                // This row's fixed-point bilinear samples (Q7) into `q`, with a row of
+                // bytes of scratch.
+                let sample_q7 = |q: [&mut [i16]; 3], blend: &mut [f32], bytes: &mut [u8]| {
+                    sample::sample_row_q7(
+                        self.src,
+                        &self.channels,
+                        self.count,
+                        self.tables,
+                        row_offsets,
+                        row_weight,
+                        q,
+                        blend,
+                        bytes,
+                        self.simd,
+                    )
+                };
+                if let Some(fixed) = &fixed
+                    && sample::one_source_row(&row_offsets, self.count, row_weight)
+                {
+                    // Source bytes in `s0` (three rows of `vw`), colour bytes in `s1`.
+                    let samples: &mut [u8] = bytemuck::cast_slice_mut(&mut *s0);
+                    let (b0, rest) = samples.split_at_mut(vw);
+                    let (b1, rest) = rest.split_at_mut(vw);
+                    let b2 = &mut rest[..vw];
+                    sample::sample_row_bytes(
+                        self.src,
+                        &self.channels,
+                        self.count,
+                        self.tables,
+                        row_offsets,
+                        [&mut *b0, &mut *b1, &mut *b2],
+                        self.simd,
+                    );
+                    let s = if self.count == 1 {
+                        [&*b0, &*b0, &*b0]
+                    } else {
+                        [&*b0, &*b1, &*b2]
                     };
-                    if let Some(fixed) = &fixed
-                        && sample::one_source_row(&row_offsets, self.count, row_weight)
-                    {
-                        // Source bytes in `s0` (three rows of `vw`), colour bytes in `s1`.
-                        let samples: &mut [u8] = bytemuck::cast_slice_mut(&mut *s0);
-                        let (b0, rest) = samples.split_at_mut(vw);
-                        let (b1, rest) = rest.split_at_mut(vw);
-                        let b2 = &mut rest[..vw];
-                        sample::sample_row_bytes(
-                            self.src,
-                            &self.channels,
-                            self.count,
-                            self.tables,
-                            row_offsets,
-                            [&mut *b0, &mut *b1, &mut *b2],
-                            self.simd,
-                        );
-                        let s = if self.count == 1 {
-                            [&*b0, &*b0, &*b0]
-                        } else {
-                            [&*b0, &*b1, &*b2]
-                        };
-                        colour_into_bytes(fixed, self.simd, s, s1, oc);
-                        in_bytes = true;
-                    } else if let Some(fixed) = &fixed_q7 {
-                        // Q7 samples in `s0` (two rows of `vw`) and `s2` (the first half),
-                        // byte scratch in the rest of `s2`, colour bytes in `s1`.
-                        let samples: &mut [i16] = bytemuck::cast_slice_mut(&mut *s0);
-                        let (q0, q1) = samples.split_at_mut(vw);
-                        let q2: &mut [i16] = bytemuck::cast_slice_mut(&mut *s2);
-                        let (q2, spare) = q2.split_at_mut(vw);
-                        let bytes: &mut [u8] = bytemuck::cast_slice_mut(spare);
-                        sample_q7([&mut *q0, &mut q1[..vw], &mut *q2], blend, bytes);
-                        let s = if self.count == 1 {
-                            [&*q0, &*q0, &*q0]
-                        } else {
-                            [&*q0, &q1[..vw], &*q2]
-                        };
-                        colour_into_bytes(fixed, self.simd, s, s1, oc);
-                        in_bytes = true;
-                    } else if q7_to_float {
-                        // Q7 samples in the colour rows' memory (`outs`: two rows of `vw`
-                        // in the first, one in the second and byte scratch after it), then
-                        // as floats in `s0..s2`.
-                        let [o0, o1, _] = &mut outs;
-                        let q01: &mut [i16] = bytemuck::cast_slice_mut(o0);
-                        let (q0, q1) = q01.split_at_mut(vw);
-                        let q2: &mut [i16] = bytemuck::cast_slice_mut(o1);
-                        let (q2, spare) = q2.split_at_mut(vw);
-                        let bytes: &mut [u8] = bytemuck::cast_slice_mut(spare);
-                        let q1 = &mut q1[..vw];
-                        sample_q7([&mut *q0, &mut *q1, &mut *q2], blend, bytes);
-                        let floats = [&mut *s0, &mut *s1, &mut *s2];
-                        for (f, q) in floats.into_iter().zip([&*q0, &*q1, &*q2]).take(self.count) {
-                            for (f, &q) in f.iter_mut().zip(q) {
-                                // Q7: 7 fractional bits; exact in f32.
-                                *f = f32::from(q) * (1.0 / 128.0);
-                            }
+                    colour_into_bytes(fixed, self.simd, s, s1, oc);
+                    in_bytes = true;
+                } else if let Some(fixed) = &fixed_q7 {
+                    // Q7 samples in `s0` (two rows of `vw`) and `s2` (the first half),
+                    // byte scratch in the rest of `s2`, colour bytes in `s1`.
+                    let samples: &mut [i16] = bytemuck::cast_slice_mut(&mut *s0);
+                    let (q0, q1) = samples.split_at_mut(vw);
+                    let q2: &mut [i16] = bytemuck::cast_slice_mut(&mut *s2);
+                    let (q2, spare) = q2.split_at_mut(vw);
+                    let bytes: &mut [u8] = bytemuck::cast_slice_mut(spare);
+                    sample_q7([&mut *q0, &mut q1[..vw], &mut *q2], blend, bytes);
+                    let s = if self.count == 1 {
+                        [&*q0, &*q0, &*q0]
+                    } else {
+                        [&*q0, &q1[..vw], &*q2]
+                    };
+                    colour_into_bytes(fixed, self.simd, s, s1, oc);
+                    in_bytes = true;
+                } else if q7_to_float {
+                    // Q7 samples in the colour rows' memory (`outs`: two rows of `vw`
+                    // in the first, one in the second and byte scratch after it), then
+                    // as floats in `s0..s2`.
+                    let [o0, o1, _] = &mut outs;
+                    let q01: &mut [i16] = bytemuck::cast_slice_mut(o0);
+                    let (q0, q1) = q01.split_at_mut(vw);
+                    let q2: &mut [i16] = bytemuck::cast_slice_mut(o1);
+                    let (q2, spare) = q2.split_at_mut(vw);
+                    let bytes: &mut [u8] = bytemuck::cast_slice_mut(spare);
+                    let q1 = &mut q1[..vw];
+                    sample_q7([&mut *q0, &mut *q1, &mut *q2], blend, bytes);
+                    let floats = [&mut *s0, &mut *s1, &mut *s2];
+                    for (f, q) in floats.into_iter().zip([&*q0, &*q1, &*q2]).take(self.count) {
+                        for (f, &q) in f.iter_mut().zip(q) {
+                            // Q7: 7 fractional bits; exact in f32.
+                            *f = f32::from(q) * (1.0 / 128.0);
                         }
-                    } else {
-                        sample::sample_row(
-                            self.src,
-                            &self.channels,
-                            self.count,
-                            self.tables,
-                            row_offsets,
-                            row_weight,
-                            [&mut *s0, &mut *s1, &mut *s2],
-                            blend,
-                            self.simd,
-                        );
                     }
+                } else {
+                    sample::sample_row(
+                        self.src,
+                        &self.channels,
+                        self.count,
+                        self.tables,
+                        row_offsets,
+                        row_weight,
+                        [&mut *s0, &mut *s1, &mut *s2],
+                        blend,
+                        self.simd,
+                    );
                 }
-                if !in_bytes {
-                    let s: [&[f32]; 3] = if self.count == 1 {
-                        [&*s0, &*s0, &*s0]
-                    } else {
-                        [&*s0, &*s1, &*s2]
-                    };
-                    store::colour(plan, s, &mut outs[..oc]);
-                }
+            }
+            if !in_bytes {
+                let s: [&[f32]; 3] = if self.count == 1 {
+                    [&*s0, &*s0, &*s0]
+                } else {
+                    [&*s0, &*s1, &*s2]
+                };
+                store::colour(plan, s, &mut outs[..oc]);
             }
             // The fixed-point path's colour rows (empty unless `in_bytes`).
             let colour_bytes: [&[u8]; 3] = if in_bytes {
@@ -761,18 +773,9 @@ impl Job<'_> {
             } else {
                 [&[]; 3]
             };
-            let (lo, hi) = if inside { (vx, vx + vw) } else { (dw, dw) };
+            let (lo, hi) = (vx, vx + vw);
             match &mut band {
-                Band::Packed(b) if !inside && pad_row.is_some() => {
-                    // A whole padding row: copy the first one this band filled (a
-                    // memmove) instead of writing pixel by pixel.
-                    let from = pad_row.unwrap_or(0) * strides[0];
-                    b.copy_within(from..from + dw * bpp, r * strides[0]);
-                }
                 Band::Packed(b) => {
-                    if !inside {
-                        pad_row = Some(r);
-                    }
                     let row = &mut b[r * strides[0]..r * strides[0] + dw * bpp];
                     fill_packed_pad(row, 0, lo, &pad_pixel[..bpp]);
                     fill_packed_pad(row, hi, dw, &pad_pixel[..bpp]);
@@ -785,7 +788,7 @@ impl Job<'_> {
                             &mut row[lo * bpp..],
                             bpp,
                         );
-                    } else if inside {
+                    } else {
                         store::store_packed(plan, &outs[..oc], &mut row[lo * bpp..], bpp);
                     }
                 }
@@ -796,7 +799,7 @@ impl Job<'_> {
                         row[hi..].fill(pad[c]);
                         if in_bytes {
                             store::store_channel_bytes(colour_bytes[c], &mut row[lo..hi]);
-                        } else if inside {
+                        } else {
                             store::store_channel(
                                 &outs[c][..],
                                 plan.out_scale[c],
@@ -831,30 +834,14 @@ fn colour_into_bytes<S: fixed::FixedSample>(
     fixed.colour_rows(simd, s, &mut out_bytes[..oc]);
 }
 
-/// Fills packed pixels `from..to` of a row with the padding pixel (fixed-size copies per
-/// pixel width, so no per-pixel `memcpy` call).
+/// Sets pixels `from..to` of a packed row to `pad_pixel` (the pillarbox columns).
 #[inline(always)]
 fn fill_packed_pad<T: OutElement>(row: &mut [T], from: usize, to: usize, pad_pixel: &[T]) {
-    if from >= to {
-        return;
-    }
-    let span = &mut row[from * pad_pixel.len()..to * pad_pixel.len()];
-    match *pad_pixel {
-        [g] => span.fill(g),
-        [a, b, c] => span.chunks_exact_mut(3).for_each(|px| {
-            px[0] = a;
-            px[1] = b;
-            px[2] = c;
-        }),
-        [a, b, c, d] => span.chunks_exact_mut(4).for_each(|px| {
-            px[0] = a;
-            px[1] = b;
-            px[2] = c;
-            px[3] = d;
-        }),
-        _ => span
-            .chunks_exact_mut(pad_pixel.len())
-            .for_each(|px| px.copy_from_slice(pad_pixel)),
+    if from < to {
+        store::fill_pixels(
+            &mut row[from * pad_pixel.len()..to * pad_pixel.len()],
+            pad_pixel,
+        );
     }
 }
 

@@ -1,6 +1,8 @@
 //! Stage 2 of the fused kernel: colour conversion of the interpolated channels, one clamp,
 //! and the store in the destination's element type and layout.
 
+use std::ops::Range;
+
 use half::f16;
 
 use super::Simd;
@@ -33,6 +35,75 @@ pub(crate) trait OutElement: Element + Copy {
     #[inline(always)]
     fn from_byte(b: u8) -> Self {
         Self::from_clamped(f32::from(b))
+    }
+}
+
+/// Fills rows `rows` of `dst` (each `width` elements, `stride` apart) with repetitions
+/// of `pattern` (`width` a multiple of its length): the letterbox's whole padding rows.
+/// Contiguous rows take one fill, so a run of them reaches the fills that write cache
+/// lines without reading them first (`fill_repeating`).
+pub(crate) fn fill_rows<T: OutElement>(
+    dst: &mut [T],
+    rows: Range<usize>,
+    stride: usize,
+    width: usize,
+    pattern: &[T],
+) {
+    if rows.is_empty() {
+        return;
+    }
+    if stride == width {
+        fill_repeating(
+            &mut dst[rows.start * stride..(rows.end - 1) * stride + width],
+            pattern,
+        );
+    } else {
+        for r in rows {
+            fill_repeating(&mut dst[r * stride..r * stride + width], pattern);
+        }
+    }
+}
+
+/// Fills `dst` with repetitions of `pattern`: `memset` where the pattern is one byte
+/// value (glibc's writes large fills with `rep stosb`), one `rep stos` where it is 2, 4 or
+/// 8 bytes on x86-64, else a loop of stores. For destinations out of the caches the first
+/// two write each line without reading it in, which vector stores cannot (see
+/// `x86::fill_repeating` for the measurement).
+pub(crate) fn fill_repeating<T: OutElement>(dst: &mut [T], pattern: &[T]) {
+    let bytes: &[u8] = bytemuck::cast_slice(pattern);
+    if let [first, rest @ ..] = bytes
+        && rest.iter().all(|b| b == first)
+    {
+        bytemuck::cast_slice_mut::<T, u8>(dst).fill(*first);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::fill_repeating(bytemuck::cast_slice_mut(dst), bytes) {
+        return;
+    }
+    fill_pixels(dst, pattern);
+}
+
+/// `dst` as pixels of `pattern.len()` elements, each set to `pattern` (monomorphised for
+/// the common pixel widths, so no per-pixel `memcpy` call).
+#[inline(always)]
+pub(crate) fn fill_pixels<T: OutElement>(dst: &mut [T], pattern: &[T]) {
+    match *pattern {
+        [g] => dst.fill(g),
+        [a, b, c] => dst.chunks_exact_mut(3).for_each(|px| {
+            px[0] = a;
+            px[1] = b;
+            px[2] = c;
+        }),
+        [a, b, c, d] => dst.chunks_exact_mut(4).for_each(|px| {
+            px[0] = a;
+            px[1] = b;
+            px[2] = c;
+            px[3] = d;
+        }),
+        _ => dst
+            .chunks_exact_mut(pattern.len())
+            .for_each(|px| px.copy_from_slice(pattern)),
     }
 }
 
@@ -293,5 +364,75 @@ fn interleave3(simd: Simd, rows: [&[u8]; 3], dst: &mut [u8]) {
         px[0] = a;
         px[1] = b;
         px[2] = c;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pattern width (one byte value, the `rep stos` widths, the loop's) fills
+    /// exactly its slice, at every offset into a guarded buffer: a wrong count or value
+    /// from the string instructions shows as a byte out of place.
+    #[test]
+    fn fill_repeating_writes_its_pattern_and_nothing_else() {
+        for width in 1..=12usize {
+            for uniform in [false, true] {
+                let pattern: Vec<u8> = (0..width)
+                    .map(|i| if uniform { 0xa5 } else { 0x11 * (i as u8 + 1) })
+                    .collect();
+                for copies in [0, 1, 3, 64, 1001] {
+                    for offset in 0..4 {
+                        let mut buffer = vec![0x5au8; offset + width * copies + 9];
+                        let region = offset..offset + width * copies;
+                        fill_repeating(&mut buffer[region.clone()], &pattern);
+                        for (i, &b) in buffer.iter().enumerate() {
+                            let want = if region.contains(&i) {
+                                pattern[(i - offset) % width]
+                            } else {
+                                0x5a
+                            };
+                            assert_eq!(
+                                b, want,
+                                "width {width} copies {copies} offset {offset} byte {i}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let mut floats = [0.0f32; 37];
+        fill_repeating(&mut floats[1..36], &[0.447]);
+        assert_eq!(floats[0], 0.0);
+        assert!(floats[1..36].iter().all(|&v| v == 0.447));
+        assert_eq!(floats[36], 0.0);
+    }
+
+    /// Rows `stride` apart fill only their `width` elements; the gap after each row
+    /// (a padded stride) keeps its bytes.
+    #[test]
+    fn fill_rows_leaves_the_stride_padding_alone() {
+        let (stride, width) = (10, 6);
+        let mut dst = vec![0u8; 5 * stride];
+        fill_rows(&mut dst, 1..4, stride, width, &[1, 2, 3]);
+        for (i, &b) in dst.iter().enumerate() {
+            let (row, col) = (i / stride, i % stride);
+            let want = if (1..4).contains(&row) && col < width {
+                [1, 2, 3][col % 3]
+            } else {
+                0
+            };
+            assert_eq!(b, want, "row {row} col {col}");
+        }
+        // 2-byte elements: one (`rep stosw`) and two per pattern.
+        let (half, two) = (f16::from_f32(0.5), f16::from_f32(2.0));
+        for pattern in [&[half][..], &[half, two][..]] {
+            let mut tight = vec![f16::ZERO; 4 * width];
+            fill_rows(&mut tight, 1..3, width, width, pattern);
+            assert!(tight[..width].iter().all(|&v| v == f16::ZERO));
+            let filled = &tight[width..3 * width];
+            assert!(filled.chunks(pattern.len()).all(|p| p == pattern));
+            assert!(tight[3 * width..].iter().all(|&v| v == f16::ZERO));
+        }
     }
 }

@@ -12,6 +12,41 @@
 
 use std::arch::x86_64::*;
 
+/// Fills `dst` with copies of `pattern` with one `rep stos` of its width, where it is 2,
+/// 4 or 8 bytes and `dst` a whole number of them; returns whether it did. Measured on
+/// the Xeon the benchmarks ran on (2.1 MB of f32 whose lines were out of the caches):
+/// 244 µs where a loop of 32-byte stores took 293 µs, the same as glibc's `memset` of one
+/// byte value; with the lines cached all three took the same time. The string
+/// instruction writes whole lines without reading them first (the fast-string protocol),
+/// where vector stores to uncached lines read each one in.
+pub(super) fn fill_repeating(dst: &mut [u8], pattern: &[u8]) -> bool {
+    if pattern.is_empty() || !dst.len().is_multiple_of(pattern.len()) {
+        return false;
+    }
+    let (at, count) = (dst.as_mut_ptr(), dst.len() / pattern.len());
+    // SAFETY (each arm): `rep stos` writes `count` items of the pattern's width upwards
+    // from `at` (the ABI keeps the direction flag clear at calls), `dst.len()` bytes in
+    // all: exactly the slice, which `&mut` makes ours. It needs no alignment and touches
+    // no stack or flag.
+    match *pattern {
+        [a, b] => unsafe {
+            core::arch::asm!("rep stosw", inout("rdi") at => _, inout("rcx") count => _,
+                in("ax") u16::from_ne_bytes([a, b]), options(nostack, preserves_flags))
+        },
+        [a, b, c, d] => unsafe {
+            core::arch::asm!("rep stosd", inout("rdi") at => _, inout("rcx") count => _,
+                in("eax") u32::from_ne_bytes([a, b, c, d]), options(nostack, preserves_flags))
+        },
+        [a, b, c, d, e, f, g, h] => unsafe {
+            core::arch::asm!("rep stosq", inout("rdi") at => _, inout("rcx") count => _,
+                in("rax") u64::from_ne_bytes([a, b, c, d, e, f, g, h]),
+                options(nostack, preserves_flags))
+        },
+        _ => return false,
+    }
+    true
+}
+
 /// Loads the two adjacent floats at `p` as one 64-bit lane.
 ///
 /// # Safety
