@@ -65,10 +65,10 @@ pub(crate) fn fill_rows<T: OutElement>(
 }
 
 /// Fills `dst` with repetitions of `pattern`: `memset` where the pattern is one byte
-/// value (glibc's writes large fills with `rep stosb`), one `rep stos` where it is 2, 4 or
-/// 8 bytes on x86-64, else a loop of stores. For destinations out of the caches the first
-/// two write each line without reading it in, which vector stores cannot (see
-/// `x86::fill_repeating` for the measurement).
+/// value (glibc's `memset` writes large fills with `rep stosb`), one `rep stos` where it
+/// is 2, 4 or 8 bytes on x86-64, else a loop of stores. For destinations out of the
+/// caches the first two write each line without reading it in, which vector stores
+/// cannot (see `x86::fill_repeating` for the measurement).
 pub(crate) fn fill_repeating<T: OutElement>(dst: &mut [T], pattern: &[T]) {
     let bytes: &[u8] = bytemuck::cast_slice(pattern);
     if let [first, rest @ ..] = bytes
