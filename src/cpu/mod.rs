@@ -1019,14 +1019,15 @@ mod tests {
 
     /// The wide kernels (the AVX2 build or NEON, with their pair and interleaved gathers)
     /// and the portable build produce bit-identical outputs: every source format,
-    /// downscales with fractional steps (the 1920 → 416 bench ratio among them), upscales,
-    /// crops at the borders, rotations, nearest, and every destination element type.
+    /// downscales with fractional steps (the 1920 → 416 bench ratio among them, and 17:1),
+    /// upscales, crops at the borders, rotations, nearest, and every destination element
+    /// type.
     #[test]
     fn every_instruction_set_gives_identical_bits() {
         let wide = wide_kernels("every_instruction_set_gives_identical_bits");
         // Source width and height, destination width and height, then the options.
         type Geometry = (u32, u32, u32, u32, Option<Crop>, Rotation, Interpolation);
-        let geometries: [Geometry; 11] = [
+        let geometries: [Geometry; 12] = [
             (
                 480,
                 270,
@@ -1111,6 +1112,17 @@ mod tests {
                 60,
                 None,
                 Rotation::R180,
+                Interpolation::Bilinear,
+            ),
+            // 17:1 (3840 → 224): groups of four columns span 48 bytes or more, so the
+            // two-tap gathers load one 8-byte window per column.
+            (
+                962,
+                120,
+                56,
+                14,
+                None,
+                Rotation::R0,
                 Interpolation::Bilinear,
             ),
             // Fewer columns than a gather group at an extreme downscale: the fixed-point

@@ -283,20 +283,6 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
     }
 }
 
-/// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
-/// `sample::lerp_q7`), four columns (one group) per step, the twin of
-/// `x86::bilinear_q7`: per row one 32-byte window (48 with `FAR`) and one `tbl` over its
-/// two (three) registers that leaves each column's taps as a 16-bit pair; the two rows'
-/// taps blended in 32 bits and rounded to Q7, then each column's pair of blended taps
-/// weighted in 32 bits and rounded to Q7. With `ONE_ROW` (both taps' rows are one row)
-/// `bottom` is not read and each column's value is `blend_q7` of its two taps with its
-/// weight pair: one step, the same integer as the two. The same integers as the
-/// portable form.
-///
-/// # Safety
-/// `bases` and `index` have one entry per group, every index byte below 32 (48 with
-/// `FAR`) or 0xFF; `weights` and `out` 4 entries per group; `bases[g] + 32 <=` (`+ 48`
-/// with `FAR`) the length of `top` and (unless `ONE_ROW`) of `bottom` for every `g`.
 /// [`bilinear_q7`] of one source row (`ONE_ROW`), out of line: inlined beside the
 /// two-row loops it cost them registers (the aarch64 lane's count for two-row
 /// conversions rose 1-2%).
@@ -304,7 +290,7 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 /// # Safety
 /// As for [`bilinear_q7`] with `top` and `bottom` both `row`.
 #[inline(never)]
-pub(super) unsafe fn bilinear_q7_one_row<const FAR: bool>(
+pub(super) unsafe fn bilinear_q7_one_row<const WINDOW: usize>(
     row: &[u8],
     bases: &[u32],
     index: &[[u8; 16]],
@@ -313,12 +299,29 @@ pub(super) unsafe fn bilinear_q7_one_row<const FAR: bool>(
 ) {
     // SAFETY: the caller's guarantees are `bilinear_q7`'s for `top` = `bottom` = `row`
     // (the row weight is not read with `ONE_ROW`).
-    unsafe { bilinear_q7::<FAR, true>(row, row, bases, index, weights, 0, out) }
+    unsafe { bilinear_q7::<WINDOW, true>(row, row, bases, index, weights, 0, out) }
 }
 
+/// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
+/// `sample::lerp_q7`), four columns (one group) per step, the twin of
+/// `x86::bilinear_q7`: per row one 32-byte window (48 with `WINDOW_48`; with
+/// `WINDOW_COLUMNS` four 8-byte loads, one at each column's base) and one `tbl` over its
+/// two (three) registers that leaves each column's taps as a 16-bit pair; the two rows'
+/// taps blended in 32 bits and rounded to Q7, then each column's pair of blended taps
+/// weighted in 32 bits and rounded to Q7. With `ONE_ROW` (both taps' rows are one row)
+/// `bottom` is not read and each column's value is `blend_q7` of its two taps with its
+/// weight pair: one step, the same integer as the two. The same integers as the
+/// portable form.
+///
+/// # Safety
+/// `WINDOW` is one of `sample`'s window kinds; `bases` has one entry per group (four, one
+/// per column, with `WINDOW_COLUMNS`), `index` one per group, every index byte below the
+/// window (32, or 48 with `WINDOW_48`) or 0xFF; `weights` and `out` 4 entries per group;
+/// every base + `WINDOW` (+ 8 with `WINDOW_COLUMNS`) `<=` the length of `top` and
+/// (unless `ONE_ROW`) of `bottom`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) unsafe fn bilinear_q7<const FAR: bool, const ONE_ROW: bool>(
+pub(super) unsafe fn bilinear_q7<const WINDOW: usize, const ONE_ROW: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
@@ -327,26 +330,40 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool, const ONE_ROW: bool>(
     wy: i32,
     out: &mut [i16],
 ) {
+    use super::sample::{WINDOW_32, WINDOW_48, WINDOW_COLUMNS};
+    const { assert!(matches!(WINDOW, WINDOW_32 | WINDOW_48 | WINDOW_COLUMNS)) };
+    let bases_per_group = if WINDOW == WINDOW_COLUMNS { 4 } else { 1 };
     let (y0, y1) = (wy & 0xFFFF, wy >> 16);
-    for (((&b, i), w), o) in bases
-        .iter()
+    for (((b, i), w), o) in bases
+        .chunks_exact(bases_per_group)
         .zip(index)
         .zip(weights.chunks_exact(4))
         .zip(out.chunks_exact_mut(4))
     {
-        // SAFETY: `b + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so the
-        // two (three) 16-byte registers loaded from each row are inside it; `i` is a
-        // 16-byte index, `w` 4 weight pairs and `o` 4 values.
+        // SAFETY: each base + 32 (+ 48 with `WINDOW_48`, + 8 with `WINDOW_COLUMNS`) `<=`
+        // both rows' lengths (caller), so the two (three) 16-byte registers, or four
+        // 8-byte halves, loaded from each row are inside it; `b` holds the group's
+        // `bases_per_group` bases and `at` is called with 0 only, or 0 to 3 with
+        // `WINDOW_COLUMNS` (unchecked: the bounds check cost the two-row loops 0.1
+        // instructions per output pixel in the aarch64 lane's count); `i` is a 16-byte
+        // index, `w` 4 weight pairs and `o` 4 values.
         unsafe {
             let i = vld1q_u8(i.as_ptr());
             // Per column (32-bit lane): its two taps in this row, as 16-bit integers
             // (index bytes 0xFF, past the table, give the zero high bytes).
             let taps = |r: &[u8]| {
-                let p = r.as_ptr().add(b as usize);
-                let pairs = if FAR {
-                    vqtbl3q_u8(vld1q_u8_x3(p), i)
+                let at = |k: usize| r.as_ptr().add(*b.get_unchecked(k) as usize);
+                let pairs = if WINDOW == WINDOW_48 {
+                    vqtbl3q_u8(vld1q_u8_x3(at(0)), i)
+                } else if WINDOW == WINDOW_COLUMNS {
+                    // Column `k`'s 8 bytes at window bytes `8k..8k + 8`.
+                    let window = uint8x16x2_t(
+                        vcombine_u8(vld1_u8(at(0)), vld1_u8(at(1))),
+                        vcombine_u8(vld1_u8(at(2)), vld1_u8(at(3))),
+                    );
+                    vqtbl2q_u8(window, i)
                 } else {
-                    vqtbl2q_u8(vld1q_u8_x2(p), i)
+                    vqtbl2q_u8(vld1q_u8_x2(at(0)), i)
                 };
                 vreinterpretq_s32_u8(pairs)
             };

@@ -204,8 +204,8 @@ struct SpanTaps {
     /// then the pair `(x0, x1)` as two 16-bit integers. `two_masks_high` does the same for
     /// taps 16 to 31 bytes after the base, and `two_masks_far` for taps 32 to 47 (empty
     /// unless some group reaches that far: packed 4:2:2 downscaled about 4.5:1 or more,
-    /// whose four columns of chroma span up to 48 bytes). All empty where a group spans
-    /// 48 bytes or more.
+    /// whose four columns of chroma span up to 48 bytes). Where a group spans 48 bytes or
+    /// more the masks address per-column windows instead (`two_column_bases`).
     two_bases: Vec<u32>,
     #[cfg(target_arch = "x86_64")]
     two_masks: Vec<[u8; 16]>,
@@ -220,15 +220,24 @@ struct SpanTaps {
     /// `orr` (three and two) do with the masks.
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     two_index: Vec<[u8; 16]>,
-    /// Whether the window is 48 bytes (some group's taps reach 32 or more past its
-    /// base) rather than 32.
-    two_far: bool,
+    /// How the kernels load each group's window: [`WINDOW_32`], [`WINDOW_48`] (some
+    /// group's taps reach 32 or more past its base) or [`WINDOW_COLUMNS`]
+    /// (`two_column_bases`).
+    two_window: usize,
+    /// Where some group's taps span 48 bytes or more (a downscale of about 12:1 and
+    /// more: 3840 → 224 is 17:1), one base per column instead, its smaller tap: the
+    /// kernels then load the 8 bytes from each of a group's four column bases into one
+    /// 32-byte window (column `k` at bytes `8k..8k + 8`) and the masks and index above
+    /// address that window. Without it such columns blended whole source spans, so the
+    /// cost followed the source's width rather than the output's. Empty otherwise, or
+    /// where a column's two taps lie 8 bytes or more apart (every format's do not).
+    two_column_bases: Vec<u32>,
     /// Whether every column's two taps are one sample (`first == second`), so its
     /// bilinear value does not depend on its weight: the chroma of a 4:2:0 source at an
     /// even whole-number downscale (2:1, 6:1), where both luma taps share a chroma column.
     same_taps: bool,
     /// One past the last byte the two-tap gathers read (the largest base + 32, or + 48
-    /// where `two_far`).
+    /// with [`WINDOW_48`]; the largest column base + 8 with [`WINDOW_COLUMNS`]).
     two_reach: usize,
     /// Per column, the weights of its two taps in fixed point ([`Q14`]) as the 16-bit pair
     /// `(Q14 - w, w)` in one 32-bit lane (`w = round(weight * Q14)`).
@@ -366,6 +375,17 @@ const SHUFFLE_GROUP: usize = 4;
 /// whatever finite value the scratch held and is always multiplied by a weight of 0.
 pub(crate) const PAIR_SLACK: usize = 8;
 
+/// How a two-tap kernel loads each group's window (its `WINDOW` parameter): 32 bytes
+/// from the group's base, 48 bytes, or 8 bytes from each of its four column bases
+/// (`SpanTaps::two_column_bases`).
+pub(super) const WINDOW_32: usize = 32;
+pub(super) const WINDOW_48: usize = 48;
+pub(super) const WINDOW_COLUMNS: usize = 0;
+
+/// The bytes each column's load reads in the per-column form of the two-tap gathers
+/// (`SpanTaps::two_column_bases`): one 64-bit load, four of them one 32-byte window.
+const COLUMN_WINDOW: usize = 8;
+
 /// Steps the wide kernels handle: 1 (planar and semi-planar luma), 2 (packed 4:2:2 luma,
 /// semi-planar chroma pairs) and 4 (packed 4:2:2 chroma).
 const PAIR_STEPS: [u32; 3] = [1, 2, 4];
@@ -414,10 +434,13 @@ impl SpanTaps {
             .rebuild(&[&self.first, &self.second], &[WIDE_GROUP], 4);
     }
 
-    /// Fills the two-tap gathers and weights of the fixed-point bilinear path (the masks
-    /// left empty where a group of columns spans 48 bytes or more).
+    /// Fills the two-tap gathers and weights of the fixed-point bilinear path: one window
+    /// per group where every group's taps fit 48 bytes, else one 8-byte window per
+    /// column (`two_column_bases`) where every column's two taps fit 8 bytes; the masks
+    /// left empty where neither holds.
     fn rebuild_two_tap(&mut self, weights: &[f32]) {
         self.two_bases.clear();
+        self.two_column_bases.clear();
         #[cfg(target_arch = "x86_64")]
         {
             self.two_masks.clear();
@@ -426,7 +449,7 @@ impl SpanTaps {
         }
         #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
         self.two_index.clear();
-        self.two_far = false;
+        self.two_window = WINDOW_32;
         self.two_weights.clear();
         self.two_reach = 0;
         self.two_weights
@@ -436,15 +459,31 @@ impl SpanTaps {
                 .chunks_exact(SHUFFLE_GROUP)
                 .zip(self.second.chunks_exact(SHUFFLE_GROUP))
         };
-        // The window every group's taps fit in: two 16-byte loads, or three.
-        let mut window = 32;
+        // The window every group's taps fit in: two 16-byte loads, or three; or, past
+        // 48 bytes (a downscale of about 12:1 and more), one 8-byte load per column.
+        let mut window = WINDOW_32;
         for (first, second) in groups() {
+            if window == WINDOW_COLUMNS {
+                break;
+            }
             let both = || first.iter().chain(second);
             let base = both().copied().min().unwrap_or(0);
             match both().map(|&t| t - base).max().unwrap_or(0) {
                 0..32 => {}
-                32..48 => window = 48,
-                _ => return,
+                32..48 => window = WINDOW_48,
+                _ => window = WINDOW_COLUMNS,
+            }
+        }
+        let per_column = window == WINDOW_COLUMNS;
+        if per_column {
+            let spread = |(&a, &b): (&u32, &u32)| a.abs_diff(b) as usize;
+            let columns = self.first.len() - self.first.len() % SHUFFLE_GROUP;
+            if self.first[..columns]
+                .iter()
+                .zip(&self.second)
+                .any(|c| spread(c) >= COLUMN_WINDOW)
+            {
+                return;
             }
         }
         let mut reach = 0;
@@ -453,9 +492,19 @@ impl SpanTaps {
             let mut windows = [[0x80u8; 16]; 3];
             let mut index = [0xFFu8; 16];
             for (k, (&a, &b)) in first.iter().zip(second).enumerate() {
+                // Per column the window's bytes `8k..8k + 8` hold the 8 bytes from its
+                // smaller tap, so the same masks and index serve as for one window.
+                let column_base = a.min(b);
+                let start = if per_column {
+                    self.two_column_bases.push(column_base);
+                    reach = reach.max(column_base as usize + COLUMN_WINDOW);
+                    COLUMN_WINDOW * k
+                } else {
+                    (column_base - base) as usize
+                };
                 for (at, tap) in [(4 * k, a), (4 * k + 2, b)] {
-                    // Below 48 (checked above).
-                    let d = (tap - base) as usize;
+                    // Below 48 (checked above; below 32 per column).
+                    let d = start + (tap - column_base) as usize;
                     windows[d / 16][at] = (d % 16) as u8;
                     index[at] = d as u8;
                 }
@@ -466,7 +515,7 @@ impl SpanTaps {
                 let [low, high, far] = windows;
                 self.two_masks.push(low);
                 self.two_masks_high.push(high);
-                if window == 48 {
+                if window == WINDOW_48 {
                     self.two_masks_far.push(far);
                 }
             }
@@ -474,9 +523,11 @@ impl SpanTaps {
             self.two_index.push(index);
             // Each target keeps one of the two forms.
             let _ = (windows, index);
-            reach = reach.max(base as usize + window);
+            if !per_column {
+                reach = reach.max(base as usize + window);
+            }
         }
-        self.two_far = window == 48;
+        self.two_window = window;
         self.two_reach = reach;
     }
 
@@ -562,22 +613,29 @@ impl SpanTaps {
             // Both multiples of `2 * SHUFFLE_GROUP`: the AVX2 kernel's groups start at
             // `wide / SHUFFLE_GROUP`, an even count of them.
             let groups = wide / SHUFFLE_GROUP..whole / SHUFFLE_GROUP;
-            let far = self.two_far;
-            let bases = &self.two_bases[groups.clone()];
+            let window = self.two_window;
+            let per_column = window == WINDOW_COLUMNS;
+            let bases = if per_column {
+                &self.two_column_bases[SHUFFLE_GROUP * groups.start..SHUFFLE_GROUP * groups.end]
+            } else {
+                &self.two_bases[groups.clone()]
+            };
             let weights = &self.two_weights[wide..whole];
             let out = &mut out[wide..whole];
             match simd {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: AVX2 is available (`Simd::Avx2` and `Simd::Avx512` are only
                 // chosen after detecting it); the number of groups is even (`whole - wide`
-                // is a multiple of 8), masks (the far ones too where `far`) and weights
-                // match it, the output holds `whole - wide` values, and every `base + 32`
-                // (`+ 48` where `far`) `<= two_reach <=` each row's length (checked above).
+                // is a multiple of 8), masks (the far ones too with `WINDOW_48`), bases
+                // (four per group with `WINDOW_COLUMNS`) and weights match it, the output
+                // holds `whole - wide` values, and every `base + 32` (`+ 48` with
+                // `WINDOW_48`, column base + 8 with `WINDOW_COLUMNS`) `<= two_reach <=`
+                // each row's length (checked above).
                 Simd::Avx2 | Simd::Avx512 => unsafe {
                     let masks = [
                         &self.two_masks[groups.clone()],
                         &self.two_masks_high[groups.clone()],
-                        if far {
+                        if window == WINDOW_48 {
                             &self.two_masks_far[groups]
                         } else {
                             &[][..]
@@ -586,39 +644,52 @@ impl SpanTaps {
                     use super::x86::bilinear_q7 as kernel;
                     // With `ONE_ROW` (no bottom row) the kernel reads `top` only.
                     let b = bottom.unwrap_or(top);
-                    match (far, bottom.is_none()) {
-                        (true, false) => {
-                            kernel::<true, false>(top, b, bases, masks, weights, wy, out)
+                    match (window, bottom.is_none()) {
+                        (WINDOW_48, false) => {
+                            kernel::<WINDOW_48, false>(top, b, bases, masks, weights, wy, out)
                         }
-                        (false, false) => {
-                            kernel::<false, false>(top, b, bases, masks, weights, wy, out)
+                        (WINDOW_COLUMNS, false) => {
+                            kernel::<WINDOW_COLUMNS, false>(top, b, bases, masks, weights, wy, out)
                         }
-                        (true, true) => {
-                            kernel::<true, true>(top, b, bases, masks, weights, wy, out)
+                        (_, false) => {
+                            kernel::<WINDOW_32, false>(top, b, bases, masks, weights, wy, out)
                         }
-                        (false, true) => {
-                            kernel::<false, true>(top, b, bases, masks, weights, wy, out)
+                        (WINDOW_48, true) => {
+                            kernel::<WINDOW_48, true>(top, b, bases, masks, weights, wy, out)
+                        }
+                        (WINDOW_COLUMNS, true) => {
+                            kernel::<WINDOW_COLUMNS, true>(top, b, bases, masks, weights, wy, out)
+                        }
+                        (_, true) => {
+                            kernel::<WINDOW_32, true>(top, b, bases, masks, weights, wy, out)
                         }
                     }
                 },
                 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
                 // SAFETY: as for AVX2, with any number of groups (NEON is baseline), one
-                // index per group, each below the window it reads (48 where `far`, else 32).
+                // index per group, each below the window it reads (48 with `WINDOW_48`,
+                // else 32).
                 Simd::Neon => unsafe {
                     use super::neon::{bilinear_q7, bilinear_q7_one_row};
                     let index = &self.two_index[groups];
-                    match (far, bottom) {
-                        (true, Some(b)) => {
-                            bilinear_q7::<true, false>(top, b, bases, index, weights, wy, out)
+                    match (window, bottom) {
+                        (WINDOW_48, Some(b)) => {
+                            bilinear_q7::<WINDOW_48, false>(top, b, bases, index, weights, wy, out)
                         }
-                        (false, Some(b)) => {
-                            bilinear_q7::<false, false>(top, b, bases, index, weights, wy, out)
+                        (WINDOW_COLUMNS, Some(b)) => bilinear_q7::<WINDOW_COLUMNS, false>(
+                            top, b, bases, index, weights, wy, out,
+                        ),
+                        (_, Some(b)) => {
+                            bilinear_q7::<WINDOW_32, false>(top, b, bases, index, weights, wy, out)
                         }
-                        (true, None) => {
-                            bilinear_q7_one_row::<true>(top, bases, index, weights, out)
+                        (WINDOW_48, None) => {
+                            bilinear_q7_one_row::<WINDOW_48>(top, bases, index, weights, out)
                         }
-                        (false, None) => {
-                            bilinear_q7_one_row::<false>(top, bases, index, weights, out)
+                        (WINDOW_COLUMNS, None) => {
+                            bilinear_q7_one_row::<WINDOW_COLUMNS>(top, bases, index, weights, out)
+                        }
+                        (_, None) => {
+                            bilinear_q7_one_row::<WINDOW_32>(top, bases, index, weights, out)
                         }
                     }
                 },
@@ -1546,6 +1617,70 @@ pub(crate) fn sample_row_q7(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Columns at 3840 → 224 (17:1), whose groups of four span 48 bytes or more, take the
+    /// per-column windows, and every kernel gives the portable integers from them: one
+    /// step per channel kind (1: luma, 2: semi-planar chroma pairs, 4: packed 4:2:2
+    /// chroma), whole groups and a tail, two rows and one, and row weights at both ends,
+    /// a half and between, from rows exactly as long as the gathers need.
+    #[test]
+    fn per_column_windows_give_the_portable_integers() {
+        let n = 37;
+        for step in [1u32, 2, 4] {
+            let last = 3840 / 2 * step.min(2) - step;
+            let mut offsets = [Vec::new(), Vec::new()];
+            let mut weights = Vec::new();
+            for j in 0..n {
+                let x = ((j as f64 + 0.5) * 3840.0 / 224.0 - 0.5).max(0.0);
+                let first = (x.floor() as u32 * step).min(last);
+                offsets[0].push(first as usize);
+                offsets[1].push((first + step).min(last) as usize);
+                weights.push(x.fract() as f32);
+            }
+            let mut taps = SpanTaps::default();
+            taps.rebuild(&offsets, 0, &weights);
+            assert!(taps.has_two_tap(n), "step {step}");
+            assert_eq!(
+                taps.two_column_bases.len(),
+                n - n % SHUFFLE_GROUP,
+                "step {step}"
+            );
+            let len = taps.two_reach.max(taps.bound);
+            let row = |seed: usize| -> Vec<u8> {
+                (0..len)
+                    .map(|i| ((i * 37 + seed * 101) % 251) as u8)
+                    .collect()
+            };
+            let (top, bottom) = (row(1), row(2));
+            for simd in Simd::available() {
+                for row_weight in [0.0, 0.3, 0.5, 1.0] {
+                    let wy = weight_pair(row_weight);
+                    for one_row in [false, true] {
+                        let bottom = (!one_row).then_some(&bottom[..]);
+                        let mut out = vec![0i16; n];
+                        let wide = taps.bilinear_q7_wide(simd, &top, bottom, wy, &mut out);
+                        assert_eq!(wide, simd != Simd::Portable, "{simd:?} step {step}");
+                        if !wide {
+                            continue;
+                        }
+                        for (j, &o) in out.iter().enumerate() {
+                            let (f, s) = (offsets[0][j], offsets[1][j]);
+                            let wx = taps.two_weights[j];
+                            let expected = match bottom {
+                                Some(b) => lerp_q7(
+                                    blend_q7(top[f], b[f], wy),
+                                    blend_q7(top[s], b[s], wy),
+                                    wx,
+                                ),
+                                None => blend_q7(top[f], top[s], wx),
+                            };
+                            assert_eq!(o, expected, "{simd:?} step {step} column {j}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     /// The one-row step the kernels take where both taps' rows are one row (`blend_q7` of
     /// a column's two taps with its column weight) gives the integer of the two steps

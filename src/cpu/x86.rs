@@ -378,9 +378,10 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 
 /// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
 /// `sample::lerp_q7`) for 8 columns per step (two groups of four): per row and group one
-/// 32-byte window (two 16-byte loads; three, 48 bytes, with `FAR`) and a byte shuffle per
-/// load (`masks`, `high`, `far`) that leave each column's taps as a pair of 16-bit
-/// integers in its 32-bit lane; the two rows'
+/// 32-byte window (two 16-byte loads; three, 48 bytes, with `WINDOW_48`; with
+/// `WINDOW_COLUMNS` four 8-byte loads, one at each column's base, the first two making
+/// the low 16 bytes) and a byte shuffle per 16 bytes (`masks`, `high`, `far`) that leave
+/// each column's taps as a pair of 16-bit integers in its 32-bit lane; the two rows'
 /// pairs interleaved into (top, bottom) pairs per tap and `vpmaddwd` with the row weight
 /// pair `wy`, rounded to Q7; those packed into (tap 0, tap 1) pairs per column and
 /// `vpmaddwd` with the column's weight pair, rounded to Q7. With `ONE_ROW` (both taps'
@@ -389,13 +390,14 @@ pub(super) unsafe fn interleave3(rows: [&[u8]; 3], dst: &mut [u8], n: usize) {
 /// give for a row blended with itself. The same integers as the portable form.
 ///
 /// # Safety
-/// AVX2 must be available; `bases`, `masks` and `high` (and `far` with `FAR`) have one
-/// entry per group, an even number of groups; `weights` and `out` 4 entries per group;
-/// `bases[g] + 32 <=` (`+ 48` with `FAR`) the length of `top` and (unless `ONE_ROW`) of
-/// `bottom` for every `g`.
+/// AVX2 must be available; `WINDOW` is one of `sample`'s window kinds; `bases` has one
+/// entry per group (four, one per column, with `WINDOW_COLUMNS`), `masks` and `high` (and
+/// `far` with `WINDOW_48`) one per group, an even number of groups; `weights` and `out` 4
+/// entries per group; every base + `WINDOW` (+ 8 with `WINDOW_COLUMNS`) `<=` the length
+/// of `top` and (unless `ONE_ROW`) of `bottom`.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn bilinear_q7<const FAR: bool, const ONE_ROW: bool>(
+pub(super) unsafe fn bilinear_q7<const WINDOW: usize, const ONE_ROW: bool>(
     top: &[u8],
     bottom: &[u8],
     bases: &[u32],
@@ -404,22 +406,29 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool, const ONE_ROW: bool>(
     wy: i32,
     out: &mut [i16],
 ) {
+    use super::sample::{WINDOW_32, WINDOW_48, WINDOW_COLUMNS};
+    const { assert!(matches!(WINDOW, WINDOW_32 | WINDOW_48 | WINDOW_COLUMNS)) };
+    let far_window = WINDOW == WINDOW_48;
+    let bases_per_group = if WINDOW == WINDOW_COLUMNS { 4 } else { 1 };
     let wy = _mm256_set1_epi32(wy);
     let (half7, half14) = (_mm256_set1_epi32(1 << 6), _mm256_set1_epi32(1 << 13));
-    // Without `FAR` the far masks are not read: zip with `masks` to keep one loop.
-    let far = if FAR { far } else { masks };
+    // Without the far window the far masks are not read: zip with `masks` to keep one
+    // loop.
+    let far = if far_window { far } else { masks };
     for (((((b, m), h), f), w), o) in bases
-        .chunks_exact(2)
+        .chunks_exact(2 * bases_per_group)
         .zip(masks.chunks_exact(2))
         .zip(high.chunks_exact(2))
         .zip(far.chunks_exact(2))
         .zip(weights.chunks_exact(8))
         .zip(out.chunks_exact_mut(8))
     {
-        // SAFETY: each `b[i] + 32 <=` (`+ 48` with `FAR`) both rows' lengths (caller), so
-        // every 16-byte load at `b[i]`, `b[i] + 16` (and `b[i] + 32`) is inside its row;
-        // `m`, `h` and `f` are two contiguous 16-byte masks each, `w` 8 weights and `o` 8
-        // values.
+        // SAFETY: each base + 32 (+ 48 with `WINDOW_48`, + 8 with `WINDOW_COLUMNS`) `<=`
+        // both rows' lengths (caller), so every 16-byte load at `b[i]`, `b[i] + 16` (and
+        // `b[i] + 32`), or 8-byte load at a column's base, is inside its row; `b` holds
+        // two groups' bases (2, or 8 with `WINDOW_COLUMNS`) and is indexed below that
+        // (0 and 1, or `k + offset / 8` up to 5 + 2); `m`, `h` and `f` are two contiguous
+        // 16-byte masks each, `w` 8 weights and `o` 8 values.
         unsafe {
             let (m, h, f) = (
                 _mm256_loadu_si256(m.as_ptr().cast()),
@@ -428,17 +437,34 @@ pub(super) unsafe fn bilinear_q7<const FAR: bool, const ONE_ROW: bool>(
             );
             // Per column (32-bit lane): its two taps in this row, as 16-bit integers.
             let taps = |r: &[u8]| {
+                // Bytes `offset..offset + 16` of both groups' windows (group 0 in the low
+                // lane).
                 let load = |offset: usize| {
-                    _mm256_set_m128i(
-                        _mm_loadu_si128(r.as_ptr().add(b[1] as usize + offset).cast()),
-                        _mm_loadu_si128(r.as_ptr().add(b[0] as usize + offset).cast()),
-                    )
+                    if WINDOW == WINDOW_COLUMNS {
+                        // Columns 0-1 (offset 0) or 2-3 (offset 16) of each group.
+                        let column = |k: usize| {
+                            r.as_ptr()
+                                .add(*b.get_unchecked(k + offset / 8) as usize)
+                                .cast::<i64>()
+                                .read_unaligned()
+                        };
+                        _mm256_set_epi64x(column(5), column(4), column(1), column(0))
+                    } else {
+                        _mm256_set_m128i(
+                            _mm_loadu_si128(
+                                r.as_ptr().add(*b.get_unchecked(1) as usize + offset).cast(),
+                            ),
+                            _mm_loadu_si128(
+                                r.as_ptr().add(*b.get_unchecked(0) as usize + offset).cast(),
+                            ),
+                        )
+                    }
                 };
                 let near = _mm256_or_si256(
                     _mm256_shuffle_epi8(load(0), m),
                     _mm256_shuffle_epi8(load(16), h),
                 );
-                if FAR {
+                if far_window {
                     _mm256_or_si256(near, _mm256_shuffle_epi8(load(32), f))
                 } else {
                     near
