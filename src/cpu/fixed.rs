@@ -6,9 +6,10 @@
 //!   scale that lands on pixel centres, such as 1920 → 640): the source bytes themselves
 //!   (`sample::sample_row_bytes`);
 //! * 16-bit integers with 7 fractional bits ("Q7"), where columns take two taps
-//!   (bilinear) and every group of four columns lies within 48 bytes of its plane's row
-//!   (the camera workloads' downscales, such as 1920 → 416 and 3840 → 640, of 4:2:0,
-//!   planar and packed 4:2:2 sources):
+//!   (bilinear) and each group of four columns lies within 48 bytes of its plane's row,
+//!   or each column's two taps within 8 (the camera workloads' downscales, such as
+//!   1920 → 416 and 3840 → 640, and larger ones such as 3840 → 224, of 4:2:0, planar and
+//!   packed 4:2:2 sources):
 //!   each column interpolated in fixed point from its four source bytes
 //!   (`sample::bilinear_q7`, weights in Q14), without blending whole source rows to f32.
 //!

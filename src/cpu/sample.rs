@@ -1335,8 +1335,8 @@ impl ColumnTables {
     }
 
     /// Whether every channel's columns have the two-tap gathers of the fixed-point
-    /// bilinear path (untransposed; each group of four columns within 48 bytes), what
-    /// `sample_row_q7` needs.
+    /// bilinear path (untransposed; each group of four columns within 48 bytes, or each
+    /// column's two taps within 8), what `sample_row_q7` needs.
     pub fn q7_rows(&self, count: usize) -> bool {
         let n = self.weights.len();
         self.plane_count > 0 && self.span_taps[..count].iter().all(|t| t.has_two_tap(n))
