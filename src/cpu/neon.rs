@@ -302,6 +302,28 @@ pub(super) unsafe fn bilinear_q7_one_row<const WINDOW: usize>(
     unsafe { bilinear_q7::<WINDOW, true>(row, row, bases, index, weights, 0, out) }
 }
 
+/// [`bilinear_q7`] of two rows from per-column windows (`WINDOW_COLUMNS`), out of line:
+/// inlined as a third copy of the two-row loop it cost the other rows' loops (the portable
+/// build's count for 1080p → 416 rose 1.2-1.5%); large downscales, its only users, make
+/// few calls per output pixel.
+///
+/// # Safety
+/// As for [`bilinear_q7`] with `WINDOW_COLUMNS`.
+#[inline(never)]
+pub(super) unsafe fn bilinear_q7_columns(
+    top: &[u8],
+    bottom: &[u8],
+    bases: &[u32],
+    index: &[[u8; 16]],
+    weights: &[i32],
+    wy: i32,
+    out: &mut [i16],
+) {
+    use super::sample::WINDOW_COLUMNS;
+    // SAFETY: the caller's guarantees are `bilinear_q7`'s.
+    unsafe { bilinear_q7::<WINDOW_COLUMNS, false>(top, bottom, bases, index, weights, wy, out) }
+}
+
 /// The fixed-point bilinear interpolation of the bilinear path (`sample::blend_q7`, then
 /// `sample::lerp_q7`), four columns (one group) per step, the twin of
 /// `x86::bilinear_q7`: per row one 32-byte window (48 with `WINDOW_48`; with

@@ -670,15 +670,15 @@ impl SpanTaps {
                 // index per group, each below the window it reads (48 with `WINDOW_48`,
                 // else 32).
                 Simd::Neon => unsafe {
-                    use super::neon::{bilinear_q7, bilinear_q7_one_row};
+                    use super::neon::{bilinear_q7, bilinear_q7_columns, bilinear_q7_one_row};
                     let index = &self.two_index[groups];
                     match (window, bottom) {
                         (WINDOW_48, Some(b)) => {
                             bilinear_q7::<WINDOW_48, false>(top, b, bases, index, weights, wy, out)
                         }
-                        (WINDOW_COLUMNS, Some(b)) => bilinear_q7::<WINDOW_COLUMNS, false>(
-                            top, b, bases, index, weights, wy, out,
-                        ),
+                        (WINDOW_COLUMNS, Some(b)) => {
+                            bilinear_q7_columns(top, b, bases, index, weights, wy, out)
+                        }
                         (_, Some(b)) => {
                             bilinear_q7::<WINDOW_32, false>(top, b, bases, index, weights, wy, out)
                         }
