@@ -888,7 +888,7 @@ mod tests {
     /// x86-64 CPU without AVX2 under `CI=true` is a failure, since the comparison this
     /// lane promises could not run. A CPU without AVX-512 says so and compares AVX2 only:
     /// CI machines need not have it. (On aarch64 NEON is always there.)
-    fn wide_kernels(test: &str) -> Vec<Simd> {
+    pub(super) fn wide_kernels(test: &str) -> Vec<Simd> {
         let wide: Vec<Simd> = Simd::available()
             .into_iter()
             .filter(|&s| s != Simd::Portable)
